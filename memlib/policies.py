@@ -1,0 +1,68 @@
+"""Memory policies: how each baseline scores the turns of a haystack.
+
+Every policy maps a :class:`~memlib.metrics.CaseSet` to a (G, N) score array;
+higher scores are kept first. ``learned_V`` and ``uniform_V`` are the linear
+value with learned or unit weights; ``<factor>_only`` ranks by one factor;
+``recency_only`` by turn time; ``random`` by a seeded uniform draw.
+
+>>> import numpy as np
+>>> from memlib.metrics import CaseSet
+>>> cs = CaseSet.from_cases([np.eye(7)[[5, 0]]], [np.array([0.0, 1.0])], gold=[[0]])
+>>> policy_scores("reliability_only", cs).tolist()
+[[1.0, 0.0]]
+>>> policy_scores("recency_only", cs).tolist()
+[[0.0, 1.0]]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from memlib import FACTORS
+from memlib._checks import ParameterError, check_choice
+from memlib.metrics import CaseSet
+from memlib.value import check_weights
+
+#: Short policy name of each factor's single-factor policy, in factor order.
+SINGLE_FACTOR = {
+    "emotion_only": "emotional_intensity",
+    "goal_only": "goal_relevance",
+    "value_only": "value_alignment",
+    "self_only": "self_relevance",
+    "task_only": "task_utility",
+    "reliability_only": "reliability",
+    "usage_only": "usage_history",
+}
+POLICIES = ("learned_V", "uniform_V", *SINGLE_FACTOR, "recency_only", "random")
+#: Policies whose scores do not read the goal anchor, so they are the same in both regimes.
+REGIME_FREE = ("recency_only", "random")
+
+
+def policy_scores(name: str, cases: CaseSet, weights=None, seed: int | None = None) -> np.ndarray:
+    """Scores of policy ``name`` for every haystack turn, shape (G, N).
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`POLICIES`.
+    cases : CaseSet
+    weights : array_like, shape (7,), optional
+        Required for ``learned_V``.
+    seed : int, optional
+        Seed of the ``random`` policy.
+    """
+    check_choice("policy", name, POLICIES)
+    if name == "learned_V":
+        if weights is None:
+            raise ParameterError("policy learned_V needs weights")
+        w = check_weights(weights)
+    elif name == "uniform_V":
+        w = np.ones(len(FACTORS))
+    elif name in SINGLE_FACTOR:
+        w = np.zeros(len(FACTORS))
+        w[FACTORS.index(SINGLE_FACTOR[name])] = 1.0
+    elif name == "recency_only":
+        return cases.time.astype(np.float64, copy=True)
+    else:  # random
+        return np.random.default_rng(seed).random(cases.time.shape)
+    return cases.factors @ w.astype(np.float32)
