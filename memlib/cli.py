@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 import pandas as pd
 
@@ -50,6 +51,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--n-train", type=int, default=None, help="synthetic: training cases (>= 1)")
     s.add_argument("--n-test", type=int, default=None, help="synthetic: test cases (>= 1)")
     s.add_argument("--json", action="store_true", help="print the table as a JSON list of rows")
+
+    n = sub.add_parser("notebooks", help="convert the MyST notebooks to .ipynb with parameters injected")
+    n.add_argument("action", choices=["prepare"])
+    n.add_argument("out_dir", help="folder for the .ipynb files")
+    n.add_argument("--quick", action="store_true", help="inject quick = True")
+
+    b = sub.add_parser("book", help="build the book, or check a built book loads no remote script")
+    b.add_argument("action", choices=["build", "check"])
+    b.add_argument("html_dir", nargs="?", default="_build/html", help="check: the built HTML folder")
     return p
 
 
@@ -57,6 +67,24 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if args.command == "notebooks":
+            from memlib import notebooks
+
+            for path in notebooks.prepare(args.out_dir, {"quick": True} if args.quick else None):
+                print(path)
+            return 0
+        if args.command == "book":
+            from memlib import notebooks
+
+            if args.action == "build":
+                return notebooks.build_book()
+            bad = notebooks.remote_scripts(args.html_dir)
+            for line in bad:
+                print(f"remote script: {line}", file=sys.stderr)
+            if not any(Path(args.html_dir).rglob("*.html")):
+                print(f"memlib: error: no HTML pages under {args.html_dir}", file=sys.stderr)
+                return 2
+            return 1 if bad else 0
         if args.command == "study":
             table = _run_study(args)
             if args.json:

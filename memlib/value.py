@@ -13,7 +13,7 @@ array([3., 0.])
 >>> normalised_value(F, w)
 array([0.75, 0.  ])
 >>> encoding_tier(normalised_value(F, w))
-array(['schematic', 'shallow'], dtype='<U9')
+array(['meta', 'shallow'], dtype='<U9')
 """
 
 from __future__ import annotations

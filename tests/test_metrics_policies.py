@@ -1,0 +1,128 @@
+import numpy as np
+import pytest
+
+from memlib import ParameterError
+from memlib.metrics import CaseSet, RetentionEvaluator, expected_random_retention, keep_count, retention
+from memlib.policies import POLICIES, policy_scores
+
+
+def reference_retention(scores, gold, k):
+    """Slow reference: sort by score desc, non-gold before gold on ties, keep k."""
+    order = sorted(range(len(scores)), key=lambda i: (-scores[i], i in gold))
+    kept = set(order[:k])
+    return len(kept & set(gold)) / len(gold)
+
+
+def random_caseset(rng, n_cases=40, shared=False, ties=True):
+    lengths = rng.integers(3, 30, size=n_cases)
+    n_h = 5 if shared else n_cases
+    hay_len = rng.integers(3, 30, size=n_h)
+    factors = [np.round(rng.random((n, 7)), 1 if ties else 6) for n in hay_len]
+    times = [np.arange(n, dtype=float) for n in hay_len]
+    case_h = rng.integers(0, n_h, size=n_cases) if shared else np.arange(n_cases)
+    gold = [rng.choice(hay_len[h], size=rng.integers(0, min(4, hay_len[h]) + 1), replace=False) for h in case_h]
+    del lengths
+    return CaseSet.from_haystacks(factors, times, case_h, gold)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+@pytest.mark.parametrize("kappa", [0.1, 0.3, 0.5, 0.9])
+def test_vectorised_retention_matches_slow_reference(shared, kappa):
+    rng = np.random.default_rng(7)
+    cs = random_caseset(rng, shared=shared)
+    w = rng.random(7)
+    scores = (cs.factors @ w.astype(np.float32))
+    got = retention(cs, scores, kappa)
+    for c in range(cs.n_cases):
+        h = cs.case_haystack[c]
+        n = cs.length[h]
+        gold = set(np.flatnonzero(cs.gold_mask(c)).tolist())
+        if not gold:
+            assert np.isnan(got[c])
+            continue
+        k = int(keep_count([n], kappa)[0])
+        assert got[c] == pytest.approx(reference_retention(scores[h, :n].tolist(), gold, k)), c
+
+
+def test_keep_count_rounds_up_without_float_artefacts():
+    assert keep_count([10, 20, 7, 1, 3], 0.3).tolist() == [3, 6, 3, 1, 1]
+    with pytest.raises(ParameterError, match=r"keep_fraction must be in \(0, 1\)"):
+        keep_count([10], 0)
+
+
+def test_ties_never_favour_gold_constant_score_keeps_nothing():
+    cs = CaseSet.from_cases([np.zeros((10, 7))], [np.zeros(10)], gold=[[3]])
+    assert retention(cs, np.zeros((1, 10)), 0.5).tolist() == [0.0]
+    # but strictly higher gold is kept
+    s = np.zeros((1, 10)); s[0, 3] = 1
+    assert retention(cs, s, 0.1).tolist() == [1.0]
+
+
+def test_cases_without_gold_are_excluded_and_counted():
+    cs = CaseSet.from_cases([np.eye(7)[[0, 1]], np.eye(7)[[0, 1]]], [np.zeros(2)] * 2, gold=[[0], []])
+    assert cs.n_without_gold == 1
+    ev = RetentionEvaluator(cs, 0.5)
+    s = cs.factors[..., 0]
+    assert np.isnan(ev.per_case(s)[1])
+    assert ev.mean(s) == 1.0
+
+
+def test_subset_keeps_retention_of_selected_cases():
+    rng = np.random.default_rng(3)
+    cs = random_caseset(rng, shared=True)
+    w = rng.random(7)
+    full = retention(cs, cs.factors @ w.astype(np.float32), 0.3)
+    idx = np.array([5, 1, 17, 30])
+    sub = cs.subset(idx)
+    part = retention(sub, sub.factors @ w.astype(np.float32), 0.3)
+    np.testing.assert_array_equal(part, full[idx])
+    assert sub.n_haystacks <= 4
+
+
+def test_shared_haystacks_equal_duplicated_haystacks():
+    rng = np.random.default_rng(5)
+    F = [rng.random((12, 7)), rng.random((9, 7))]
+    T = [np.arange(12.0), np.arange(9.0)]
+    case_h = [0, 0, 1, 0]
+    gold = [[1, 2], [5], [0, 8], [11]]
+    shared = CaseSet.from_haystacks(F, T, case_h, gold)
+    dup = CaseSet.from_cases([F[h] for h in case_h], [T[h] for h in case_h], gold)
+    w = rng.random(7)
+    np.testing.assert_array_equal(
+        RetentionEvaluator(shared, 0.3).per_case(RetentionEvaluator(shared, 0.3).scores(w)),
+        RetentionEvaluator(dup, 0.3).per_case(RetentionEvaluator(dup, 0.3).scores(w)),
+    )
+
+
+def test_objective_equals_policy_scoring():
+    rng = np.random.default_rng(11)
+    cs = random_caseset(rng)
+    w = rng.random(7)
+    ev = RetentionEvaluator(cs, 0.3)
+    assert ev.objective(w) == pytest.approx(ev.mean(policy_scores("learned_V", cs, weights=w)))
+
+
+def test_random_policy_expectation_is_keep_fraction():
+    rng = np.random.default_rng(0)
+    cs = CaseSet.from_cases([rng.random((20, 7)) for _ in range(50)], [np.arange(20.0)] * 50,
+                            gold=[rng.choice(20, 3, replace=False) for _ in range(50)])
+    ev = RetentionEvaluator(cs, 0.3)
+    draws = [ev.mean(policy_scores("random", cs, seed=s)) for s in range(300)]
+    assert expected_random_retention(cs, 0.3) == pytest.approx(0.3)
+    assert np.mean(draws) == pytest.approx(0.3, abs=0.01)
+
+
+def test_policy_errors_are_clear():
+    cs = CaseSet.from_cases([np.zeros((3, 7))], [np.zeros(3)], gold=[[0]])
+    with pytest.raises(ParameterError, match="unknown policy 'nope'"):
+        policy_scores("nope", cs)
+    with pytest.raises(ParameterError, match="needs weights"):
+        policy_scores("learned_V", cs)
+    assert "recency_only" in POLICIES and "random" in POLICIES
+
+
+def test_recency_and_single_factor_scores():
+    F = np.zeros((3, 7)); F[:, 3] = [0.1, 0.9, 0.5]
+    cs = CaseSet.from_cases([F], [np.array([3.0, 1.0, 2.0])], gold=[[1]])
+    assert retention(cs, policy_scores("self_only", cs), 0.3).tolist() == [1.0]
+    assert retention(cs, policy_scores("recency_only", cs), 0.3).tolist() == [0.0]
