@@ -6,6 +6,11 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# Data: $MEMLIB_DATA_DIR if set; in this workplace the shared datasets folder beside the repo;
+# otherwise memlib looks in data/raw/ and downloads what it can verify (see data/README.md).
+ifneq ($(wildcard ../shared/datasets),)
+export MEMLIB_DATA_DIR ?= $(abspath ../shared/datasets)
+endif
 PIP_QUIET := 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 
 $(STAMP): requirements.txt pyproject.toml

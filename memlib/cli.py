@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from memlib._checks import ParameterError
+from memlib.datasets import DatasetError
 
 STUDIES = ("synthetic",)
 
@@ -40,6 +41,37 @@ def _run_study(args) -> pd.DataFrame:
     raise ParameterError(f"unknown study {args.study!r}; choose one of: {', '.join(STUDIES)}")
 
 
+def _annotate(args) -> int:
+    import time
+
+    from memlib import datasets, factors
+
+    t0 = time.perf_counter()
+    ds = datasets.load(args.dataset)
+    if args.limit is not None:
+        from memlib._checks import check_int
+
+        ds = ds.limit(check_int("limit", args.limit, minimum=1))
+    regimes = ["blind", "oracle"] if args.regime == "both" else [args.regime]
+    summary = ds.stats()
+    for regime in regimes:
+        ann = factors.annotate(ds, regime, use_cache=not args.no_cache, progress=True)
+        summary[f"{regime}_seconds"] = round(ann.info["seconds"], 3)
+        summary[f"{regime}_cached"] = bool(ann.info["cached"])
+        summary[f"{regime}_haystacks"] = ann.cases.n_haystacks
+        summary["inert_factors"] = ann.inert
+    seconds = time.perf_counter() - t0
+    summary["seconds"] = round(seconds, 3)
+    summary["turns_per_second"] = round(summary["turns"] / seconds, 1)
+    if args.json:
+        print(json.dumps(summary, indent=1))
+    else:
+        width = max(map(len, summary))
+        for k, v in summary.items():
+            print(f"{k:<{width}}  {v}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m memlib", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -51,6 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--n-train", type=int, default=None, help="synthetic: training cases (>= 1)")
     s.add_argument("--n-test", type=int, default=None, help="synthetic: test cases (>= 1)")
     s.add_argument("--json", action="store_true", help="print the table as a JSON list of rows")
+
+    a = sub.add_parser("annotate", help="annotate a dataset with the seven factors (cached)")
+    a.add_argument("--dataset", required=True,
+                   help="locomo, longmemeval_s, longmemeval_m, longmemeval_oracle, or a path to a data file")
+    a.add_argument("--limit", type=int, default=None, help="only the first N conversations / questions")
+    a.add_argument("--regime", choices=["blind", "oracle", "both"], default="both")
+    a.add_argument("--no-cache", action="store_true", help="recompute factors and embeddings")
+    a.add_argument("--json", action="store_true", help="print the summary as JSON")
 
     n = sub.add_parser("notebooks", help="convert the MyST notebooks to .ipynb with parameters injected")
     n.add_argument("action", choices=["prepare"])
@@ -67,6 +107,8 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if args.command == "annotate":
+            return _annotate(args)
         if args.command == "notebooks":
             from memlib import notebooks
 
@@ -92,7 +134,7 @@ def main(argv=None) -> int:
             else:
                 with pd.option_context("display.width", 120, "display.max_columns", 20):
                     print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
-    except ParameterError as exc:
+    except (ParameterError, DatasetError) as exc:
         print(f"memlib: error: {exc}", file=sys.stderr)
         return 2
     return 0

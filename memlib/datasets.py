@@ -1,0 +1,516 @@
+"""Datasets: one resolver for data files and loaders into one normalised form.
+
+Normalised form (:class:`Dataset`)
+----------------------------------
+``turns``
+    One row per unique stored turn: ``session`` (key), ``turn`` (index in the
+    session), ``role`` (``user`` or ``assistant``), ``speaker``, ``text``,
+    ``timestamp`` (pandas Timestamp; session time plus one second per turn, so
+    turns keep their order) and ``text_id`` (index into ``texts``).
+``sessions``
+    One row per unique session: ``session``, ``label`` (the id in the source
+    file), ``date``, ``first_turn`` / ``n_turns`` (its rows in ``turns``).
+``cases``
+    One row per question: ``case_id``, ``question``, ``question_type``,
+    ``haystack`` (tuple of session keys in time order), ``gold`` (tuple of
+    row indices into ``turns``), ``group`` (cases that share turns must stay on
+    one side of a train/test split) and ``usable`` (has at least one gold turn).
+
+Sessions that recur across questions (LongMemEval haystacks) are stored once:
+a session key is its source id plus a hash of its content, so the same text is
+never embedded twice and a reused id with different content is kept apart.
+
+Loaders: :func:`load_locomo` (``locomo10.json``), :func:`load_longmemeval`
+(LongMemEval S, M and oracle files share one schema) and :func:`load_jsonl`
+(the generic format documented there). :func:`load` takes a dataset name or a
+path.
+
+Resolver: :func:`resolve` looks for a data file in ``$MEMLIB_DATA_DIR`` (and
+its sub-folders one level deep), then in ``data/raw/``, then downloads it to
+``data/raw/`` when :data:`REGISTRY` pins a checksum for it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+import urllib.request
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from memlib._checks import ParameterError
+
+ROOT = Path(__file__).resolve().parent.parent
+RAW_DIR = ROOT / "data" / "raw"
+
+
+class DatasetError(ValueError):
+    """A data file is missing, malformed or fails its checksum."""
+
+
+# --------------------------------------------------------------------------- resolver
+
+#: Where each known file comes from. A file without a pinned sha256 is never downloaded
+#: automatically (its checksum could not be verified when the registry was written).
+REGISTRY = {
+    "locomo10.json": {
+        "url": "https://raw.githubusercontent.com/snap-research/LoCoMo/"
+        "3eb6f2c585f5e1699204e3c3bdf7adc5c28cb376/data/locomo10.json",
+        "sha256": "79fa87e90f04081343b8c8debecb80a9a6842b76a7aa537dc9fdf651ea698ff4",
+        "license": "CC BY-NC 4.0",
+    },
+    "longmemeval_s.json": {
+        "url": "https://huggingface.co/datasets/xiaowu0162/longmemeval/resolve/main/longmemeval_s",
+        "sha256": None,
+        "license": "MIT",
+    },
+    "longmemeval_m.json": {
+        "url": "https://huggingface.co/datasets/xiaowu0162/longmemeval/resolve/main/longmemeval_m",
+        "sha256": None,
+        "license": "MIT",
+    },
+    "longmemeval_oracle.json": {
+        "url": "https://huggingface.co/datasets/xiaowu0162/longmemeval/resolve/main/longmemeval_oracle",
+        "sha256": None,
+        "license": "MIT",
+    },
+}
+
+#: Dataset names accepted by :func:`load`, with their file and loader.
+DATASETS = {
+    "locomo": "locomo10.json",
+    "longmemeval_s": "longmemeval_s.json",
+    "longmemeval_m": "longmemeval_m.json",
+    "longmemeval_oracle": "longmemeval_oracle.json",
+}
+
+
+def sha256_file(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _candidates(filename: str) -> list[Path]:
+    out = []
+    env = os.environ.get("MEMLIB_DATA_DIR")
+    if env:
+        base = Path(env)
+        out.append(base / filename)
+        if base.is_dir():
+            out.extend(sorted(p / filename for p in base.iterdir() if p.is_dir()))
+    out.append(RAW_DIR / filename)
+    return out
+
+
+def resolve(filename: str, download: bool = True) -> Path:
+    """Path of a data file: ``$MEMLIB_DATA_DIR``, then ``data/raw/``, then a checksummed download.
+
+    A local file whose content differs from the pinned checksum is used with a
+    warning (it may be a deliberate edit); a downloaded file must match.
+    """
+    entry = REGISTRY.get(filename, {})
+    for path in _candidates(filename):
+        if path.is_file():
+            if entry.get("sha256") and sha256_file(path) != entry["sha256"]:
+                warnings.warn(f"{path}: sha256 differs from the pinned release of {filename}", stacklevel=2)
+            return path
+    where = ", ".join(dict.fromkeys(str(p.parent) for p in _candidates(filename)))
+    if not entry:
+        raise DatasetError(f"data file {filename!r} not found; put it in {RAW_DIR} or set MEMLIB_DATA_DIR")
+    if not entry.get("sha256"):
+        raise DatasetError(
+            f"{filename} not found in {where}, and no checksum is pinned for an automatic "
+            f"download; download it from {entry['url']} (licence {entry['license']}) and save it as "
+            f"{RAW_DIR / filename}, or set MEMLIB_DATA_DIR to its folder"
+        )
+    if not download:
+        raise DatasetError(f"{filename} not found; put it in {RAW_DIR} or set MEMLIB_DATA_DIR to its folder")
+    return _download(filename, entry)
+
+
+def _download(filename: str, entry: dict) -> Path:
+    RAW_DIR.mkdir(parents=True, exist_ok=True)
+    target = RAW_DIR / filename
+    fd, tmp = tempfile.mkstemp(dir=RAW_DIR, prefix=f".{filename}.", suffix=".part")
+    os.close(fd)
+    try:
+        try:
+            urllib.request.urlretrieve(entry["url"], tmp)
+        except OSError as exc:
+            raise DatasetError(
+                f"could not download {filename} from {entry['url']} ({exc}); offline, save the file as "
+                f"{target} or set MEMLIB_DATA_DIR to its folder"
+            ) from None
+        digest = sha256_file(tmp)
+        if digest != entry["sha256"]:
+            raise DatasetError(f"downloaded {filename} has sha256 {digest}, expected {entry['sha256']}")
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return target
+
+
+# --------------------------------------------------------------------------- normalised form
+
+
+@dataclass
+class Dataset:
+    """A loaded dataset in the normalised form (see the module docstring)."""
+
+    name: str
+    turns: pd.DataFrame
+    sessions: pd.DataFrame
+    cases: pd.DataFrame
+    texts: list
+    source: str = ""
+    skipped: dict = field(default_factory=dict)
+
+    def stats(self) -> dict:
+        """Counts a loader reports: cases, usable cases, turns, unique texts and skips."""
+        occurrences = int(sum(self.sessions.set_index("session").loc[list(h), "n_turns"].sum()
+                              for h in self.cases["haystack"])) if len(self.cases) else 0
+        return {
+            "dataset": self.name,
+            "conversations": int(self.cases["group"].nunique()),
+            "cases": int(len(self.cases)),
+            "usable_cases": int(self.cases["usable"].sum()),
+            "sessions": int(len(self.sessions)),
+            "turns": int(len(self.turns)),
+            "turn_occurrences": occurrences,
+            "unique_texts": int(len(self.texts)),
+            **{f"skipped_{k}": int(v) for k, v in self.skipped.items()},
+        }
+
+    def usable(self) -> "Dataset":
+        """The same dataset restricted to cases with at least one gold turn."""
+        return Dataset(self.name, self.turns, self.sessions, self.cases[self.cases["usable"]].reset_index(drop=True),
+                       self.texts, self.source, dict(self.skipped))
+
+    def limit(self, n: int) -> "Dataset":
+        """The first ``n`` groups (conversations or questions), for quick runs."""
+        if n < 1:
+            raise ParameterError(f"limit must be an integer >= 1, got {n}")
+        keep = list(dict.fromkeys(self.cases["group"]))[:n]
+        return self.with_cases(self.cases[self.cases["group"].isin(keep)])
+
+    def with_cases(self, cases: pd.DataFrame) -> "Dataset":
+        """A dataset with only these cases (turn and session tables are shared)."""
+        return Dataset(self.name, self.turns, self.sessions, cases.reset_index(drop=True), self.texts,
+                       self.source, dict(self.skipped))
+
+    def haystack_rows(self, case: int) -> np.ndarray:
+        """Row indices into ``turns`` of one case's haystack, in time order."""
+        s = self.sessions.set_index("session")
+        h = self.cases["haystack"].iloc[case]
+        return np.concatenate([np.arange(f, f + n) for f, n in zip(s.loc[list(h), "first_turn"],
+                                                                    s.loc[list(h), "n_turns"])])
+
+
+class _Builder:
+    """Accumulates unique sessions and texts while a loader walks a file."""
+
+    def __init__(self):
+        self.turn_rows = []
+        self.session_rows = []
+        self.session_index = {}
+        self.text_index = {}
+        self.texts = []
+
+    def text_id(self, text: str) -> int:
+        i = self.text_index.get(text)
+        if i is None:
+            i = self.text_index[text] = len(self.texts)
+            self.texts.append(text)
+        return i
+
+    def session(self, label: str, date: pd.Timestamp, turns: list[tuple[str, str, str]]) -> tuple[str, int]:
+        """Register a session (list of (role, speaker, text)); return its key and first turn row."""
+        digest = hashlib.sha1(json.dumps([label, str(date), turns]).encode()).hexdigest()[:12]
+        key = f"{label}#{digest}"
+        if key not in self.session_index:
+            first = len(self.turn_rows)
+            for i, (role, speaker, text) in enumerate(turns):
+                self.turn_rows.append((key, i, role, speaker, text, date + pd.Timedelta(seconds=i), self.text_id(text)))
+            self.session_index[key] = first
+            self.session_rows.append((key, label, date, first, len(turns)))
+        return key, self.session_index[key]
+
+    def frames(self):
+        turns = pd.DataFrame(self.turn_rows, columns=["session", "turn", "role", "speaker", "text", "timestamp", "text_id"])
+        sessions = pd.DataFrame(self.session_rows, columns=["session", "label", "date", "first_turn", "n_turns"])
+        return turns, sessions
+
+
+def _fail(path, where: str, what: str):
+    raise DatasetError(f"{path}: {where}: {what}")
+
+
+def _read_json_list(path) -> list:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except json.JSONDecodeError as exc:
+        raise DatasetError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, list):
+        raise DatasetError(f"{path}: expected a JSON list of records at the top level, got {type(data).__name__}")
+    return data
+
+
+def _cases_frame(rows) -> pd.DataFrame:
+    cases = pd.DataFrame(rows, columns=["case_id", "question", "question_type", "haystack", "gold", "group"])
+    cases["usable"] = cases["gold"].map(len) > 0
+    return cases
+
+
+# --------------------------------------------------------------------------- LoCoMo
+
+_LOCOMO_ID = re.compile(r"^D:?(\d+):0*(\d+)$")
+
+
+def normalise_locomo_evidence(raw) -> list[str]:
+    """Split and repair LoCoMo evidence strings (see ``shared/datasets/locomo/SOURCE.md``).
+
+    Several ids in one string are split on ``;`` and white space; ``D:11:26``
+    becomes ``D11:26`` and ``D30:05`` becomes ``D30:5``. What is not of the form
+    ``D<session>:<turn>`` after that (e.g. ``D``) is dropped.
+
+    >>> normalise_locomo_evidence(["D8:6; D9:17", "D:11:26", "D30:05", "D"])
+    ['D8:6', 'D9:17', 'D11:26', 'D30:5']
+    """
+    out = []
+    for item in raw:
+        for part in re.split(r"[;\s]+", str(item).strip()):
+            m = _LOCOMO_ID.match(part)
+            if m:
+                out.append(f"D{int(m.group(1))}:{int(m.group(2))}")
+    return out
+
+
+def _locomo_date(value: str, path, where: str) -> pd.Timestamp:
+    try:
+        return pd.Timestamp(pd.to_datetime(value, format="%I:%M %p on %d %B, %Y"))
+    except (ValueError, TypeError):
+        _fail(path, where, f"cannot read session date {value!r} (expected like '1:56 pm on 8 May, 2023')")
+
+
+def load_locomo(path=None) -> Dataset:
+    """Load LoCoMo (``locomo10.json``): one case per (conversation, question).
+
+    Both speakers are people, so every turn has role ``user`` and its speaker's
+    name. An image-sharing turn's text is its words plus the BLIP caption:
+    ``"<text> [shares a photo: <caption>]"``. Evidence ids are normalised by
+    :func:`normalise_locomo_evidence`; ids that still point at no turn are
+    dropped and counted in ``skipped['evidence_ids']``; a question left without
+    gold stays as an unusable case (adversarial questions stay too).
+    """
+    path = Path(path) if path is not None else resolve(DATASETS["locomo"])
+    data = _read_json_list(path)
+    b = _Builder()
+    rows = []
+    skipped = {"evidence_ids": 0}
+    for i, sample in enumerate(data):
+        where = f"record {i}"
+        if not isinstance(sample, dict):
+            _fail(path, where, "expected an object")
+        for key in ("sample_id", "conversation", "qa"):
+            if key not in sample:
+                _fail(path, where, f"missing required field {key!r}")
+        sid = str(sample["sample_id"])
+        where = f"record {i} ({sid})"
+        conv = sample["conversation"]
+        nums = sorted(int(m.group(1)) for k in conv if (m := re.fullmatch(r"session_(\d+)", k)))
+        if not nums:
+            _fail(path, where, "conversation has no session_<n> lists")
+        dia = {}
+        haystack = []
+        for n in nums:
+            turns = conv[f"session_{n}"]
+            if f"session_{n}_date_time" not in conv:
+                _fail(path, where, f"session_{n} has no session_{n}_date_time")
+            date = _locomo_date(conv[f"session_{n}_date_time"], path, f"{where} session_{n}")
+            items = []
+            for j, t in enumerate(turns):
+                if not isinstance(t, dict) or not isinstance(t.get("text"), str) or "speaker" not in t:
+                    _fail(path, f"{where} session_{n} turn {j}", "a turn needs 'speaker' and a 'text' string")
+                text = t["text"]
+                if t.get("blip_caption"):
+                    text = f"{text} [shares a photo: {t['blip_caption']}]"
+                items.append(("user", str(t["speaker"]), text))
+            key, first = b.session(f"{sid}/session_{n}", date, items)
+            haystack.append(key)
+            for j, t in enumerate(turns):
+                dia[str(t.get("dia_id", f"D{n}:{j + 1}"))] = first + j
+        for q, qa in enumerate(sample["qa"]):
+            if not isinstance(qa, dict) or "question" not in qa:
+                _fail(path, f"{where} qa {q}", "a QA item needs a 'question'")
+            raw = qa.get("evidence", [])
+            ids = normalise_locomo_evidence(raw)
+            gold = [dia[x] for x in ids if x in dia]
+            tokens = sum(len([p for p in re.split(r"[;\s]+", str(x).strip()) if p]) for x in raw)
+            skipped["evidence_ids"] += tokens - len(gold)
+            rows.append((f"{sid}:q{q}", qa["question"], f"category_{qa.get('category', '?')}",
+                         tuple(haystack), tuple(sorted(set(gold))), sid))
+    turns, sessions = b.frames()
+    return Dataset("locomo", turns, sessions, _cases_frame(rows), b.texts, str(path), skipped)
+
+
+# --------------------------------------------------------------------------- LongMemEval
+
+LONGMEMEVAL_FIELDS = ("question_id", "question_type", "question", "answer", "question_date",
+                      "haystack_session_ids", "haystack_dates", "haystack_sessions", "answer_session_ids")
+
+
+def _lme_date(value, path, where) -> pd.Timestamp:
+    try:
+        return pd.Timestamp(pd.to_datetime(str(value), format="%Y/%m/%d (%a) %H:%M"))
+    except (ValueError, TypeError):
+        _fail(path, where, f"cannot read date {value!r} (expected like '2023/05/20 (Sat) 02:21')")
+
+
+def load_longmemeval(path, name: str | None = None) -> Dataset:
+    """Load a LongMemEval file (S, M or oracle; one schema): one case per question.
+
+    Gold turns are those with ``has_answer: true``. Haystack sessions are put in
+    time order. A session id that recurs with the same content is stored once.
+    """
+    path = Path(path)
+    data = _read_json_list(path)
+    b = _Builder()
+    rows = []
+    for i, rec in enumerate(data):
+        where = f"record {i}"
+        if not isinstance(rec, dict):
+            _fail(path, where, "expected an object")
+        for key in LONGMEMEVAL_FIELDS:
+            if key not in rec:
+                _fail(path, f"{where} ({rec.get('question_id', '?')})", f"missing required field {key!r}")
+        qid = str(rec["question_id"])
+        where = f"record {i} ({qid})"
+        ids, dates, sessions = rec["haystack_session_ids"], rec["haystack_dates"], rec["haystack_sessions"]
+        if not (isinstance(ids, list) and isinstance(dates, list) and isinstance(sessions, list)):
+            _fail(path, where, "haystack_session_ids, haystack_dates and haystack_sessions must be lists")
+        if not len(ids) == len(dates) == len(sessions):
+            _fail(path, where, f"haystack lists differ in length ({len(ids)} ids, {len(dates)} dates, "
+                               f"{len(sessions)} sessions)")
+        parsed = [_lme_date(d, path, f"{where} haystack_dates[{k}]") for k, d in enumerate(dates)]
+        order = sorted(range(len(ids)), key=lambda k: (parsed[k], k))
+        haystack, gold = [], []
+        for k in order:
+            sess = sessions[k]
+            if not isinstance(sess, list):
+                _fail(path, f"{where} haystack_sessions[{k}]", "a session must be a list of turns")
+            items, flags = [], []
+            for j, t in enumerate(sess):
+                if not isinstance(t, dict) or not isinstance(t.get("content"), str) or t.get("role") not in (
+                        "user", "assistant"):
+                    _fail(path, f"{where} haystack_sessions[{k}] turn {j}",
+                          "a turn needs role 'user' or 'assistant' and a 'content' string")
+                items.append((t["role"], t["role"], t["content"]))
+                flags.append(bool(t.get("has_answer", False)))
+            key, first = b.session(str(ids[k]), parsed[k], items)
+            haystack.append(key)
+            gold.extend(first + j for j, f in enumerate(flags) if f)
+        rows.append((qid, str(rec["question"]), str(rec["question_type"]), tuple(haystack),
+                     tuple(sorted(set(gold))), qid))
+    turns, sessions = b.frames()
+    return Dataset(name or path.stem, turns, sessions, _cases_frame(rows), b.texts, str(path), {})
+
+
+# --------------------------------------------------------------------------- generic JSON Lines
+
+
+def load_jsonl(path, name: str | None = None) -> Dataset:
+    """Load conversations in memlib's generic JSON Lines format.
+
+    One conversation per line::
+
+        {"conversation_id": "c1",
+         "sessions": [{"session_id": "s1", "date": "2024-01-05T10:00:00",
+                       "turns": [{"role": "user", "speaker": "Ana", "text": "I am allergic to nuts."},
+                                 {"role": "assistant", "text": "Noted."}]}],
+         "questions": [{"question_id": "q1", "question": "What is Ana allergic to?",
+                        "evidence": [["s1", 0]], "question_type": "fact"}]}
+
+    ``role`` is ``user`` or ``assistant``; ``speaker`` defaults to the role;
+    ``date`` is ISO 8601; ``evidence`` lists ``[session_id, turn_index]`` pairs.
+    ``question_type`` is optional. Every question is a case over all of its
+    conversation's sessions. Evidence that points at no turn is an error.
+    """
+    path = Path(path)
+    b = _Builder()
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        lines = [(n, line) for n, line in enumerate(f, 1) if line.strip()]
+    for n, line in lines:
+        where = f"line {n}"
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            _fail(path, where, f"not valid JSON ({exc})")
+        if not isinstance(rec, dict):
+            _fail(path, where, "expected an object")
+        for key in ("conversation_id", "sessions", "questions"):
+            if key not in rec:
+                _fail(path, where, f"missing required field {key!r}")
+        cid = str(rec["conversation_id"])
+        haystack, index = [], {}
+        dated = []
+        for k, s in enumerate(rec["sessions"]):
+            if not isinstance(s, dict) or "session_id" not in s or "turns" not in s or "date" not in s:
+                _fail(path, f"{where} session {k}", "a session needs 'session_id', 'date' and 'turns'")
+            try:
+                date = pd.Timestamp(s["date"])
+            except (ValueError, TypeError):
+                _fail(path, f"{where} session {k}", f"cannot read date {s['date']!r} (ISO 8601 expected)")
+            dated.append((date, k, s))
+        for date, k, s in sorted(dated, key=lambda x: (x[0], x[1])):
+            items = []
+            for j, t in enumerate(s["turns"]):
+                if not isinstance(t, dict) or not isinstance(t.get("text"), str) or t.get("role") not in (
+                        "user", "assistant"):
+                    _fail(path, f"{where} session {s['session_id']} turn {j}",
+                          "a turn needs role 'user' or 'assistant' and a 'text' string")
+                items.append((t["role"], str(t.get("speaker", t["role"])), t["text"]))
+            key, first = b.session(f"{cid}/{s['session_id']}", date, items)
+            haystack.append(key)
+            index[str(s["session_id"])] = (first, len(items))
+        for q, qa in enumerate(rec["questions"]):
+            if not isinstance(qa, dict) or "question" not in qa:
+                _fail(path, f"{where} question {q}", "a question needs a 'question' string")
+            gold = []
+            for ev in qa.get("evidence", []):
+                if not (isinstance(ev, list) and len(ev) == 2 and str(ev[0]) in index
+                        and isinstance(ev[1], int) and 0 <= ev[1] < index[str(ev[0])][1]):
+                    _fail(path, f"{where} question {q}", f"evidence {ev!r} does not resolve to a turn")
+                gold.append(index[str(ev[0])][0] + ev[1])
+            rows.append((f"{cid}:{qa.get('question_id', q)}", qa["question"], str(qa.get("question_type", "")),
+                         tuple(haystack), tuple(sorted(set(gold))), cid))
+    turns, sessions = b.frames()
+    return Dataset(name or path.stem, turns, sessions, _cases_frame(rows), b.texts, str(path), {})
+
+
+def load(dataset) -> Dataset:
+    """Load a dataset by name (:data:`DATASETS`) or by path (``.jsonl`` or a LongMemEval-schema ``.json``)."""
+    if isinstance(dataset, str) and dataset in DATASETS:
+        path = resolve(DATASETS[dataset])
+        return load_locomo(path) if dataset == "locomo" else load_longmemeval(path, name=dataset)
+    path = Path(dataset)
+    if not path.is_file():
+        raise ParameterError(
+            f"unknown dataset {str(dataset)!r}: not one of {', '.join(DATASETS)} and not a file")
+    if path.suffix == ".jsonl":
+        return load_jsonl(path)
+    if path.name == DATASETS["locomo"]:
+        return load_locomo(path)
+    return load_longmemeval(path)

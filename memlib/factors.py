@@ -1,0 +1,371 @@
+"""The API-free factor annotator (Table 1 of the paper).
+
+For every turn of every case it computes the seven factors in ``[0, 1]``:
+
+* **emotional intensity** ``= |valence| * arousal``. Valence is VADER's compound
+  score (Hutto & Gilbert 2014): a published lexicon tuned for short, informal
+  social text, which is what chat turns are, and it ships with its lexicon on
+  PyPI. Arousal is structural: ``0.5 + 0.5 * min(1, cues / 3)`` where the cues
+  are exclamation marks, all-capital words and VADER's intensifier ("booster")
+  words. So a neutral turn scores 0 and a charged, emphatic one close to 1.
+* **goal relevance** ``= (1 + cos(e_m, e_goal)) / 2`` with a pluggable goal
+  anchor (:data:`ANCHORS`). ``blind`` (the paper's choice): the centroid of the
+  user turns of the turn's own session, which exists when the session is
+  consolidated. ``oracle``: the held-out question (it peeks at the future).
+* **self/user relevance** ``= (1 + cos(e_m, mu_user)) / 2`` where ``mu_user`` is
+  the running centroid of the user's turns *strictly before* this turn in the
+  case's history (causal). A user turn is compared with its own speaker's
+  earlier turns (in LoCoMo both speakers are people, so each is "a user"); an
+  assistant turn with all earlier user turns. With no earlier turn it is 0.5.
+* **reliability**: a provenance heuristic. User-stated turns start at 0.8 and
+  model-stated (assistant) turns at 0.4; a question asserts nothing (x 0.5);
+  hedges ("maybe", "I think", "not sure", ...) subtract 0.2; a first-person
+  statement by a user ("I", "my", "we", ...) adds 0.2; clipped to [0, 1]. In
+  LoCoMo both speakers are people, so every turn starts at 0.8 and only the
+  cues separate them.
+* **value alignment** ``= (1 + cos(e_m, e_profile)) / 2`` when a value-profile
+  text is given, else 0 (inert).
+* **task utility**: a callback ``f(texts) -> values in [0, 1]`` when given, else 0 (inert).
+* **usage history** ``= r / (1 + r)`` from retrieval counts when given, else 0 (inert).
+
+Blind factors never read a question: :func:`annotate` touches question text
+only through the ``oracle`` anchor, and a test replaces every question to
+prove the blind table does not change.
+
+>>> emotional_intensity(["The meeting is at noon.", "I LOVE this, it is SO amazing!!!"]).round(2).tolist()
+[0.0, 0.93]
+>>> reliability(["user", "assistant", "user"], ["I work as a nurse.", "You might like it.", "Where is it?"]).tolist()
+[1.0, 0.2, 0.4]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from memlib import FACTORS
+from memlib._checks import ParameterError, check_choice
+from memlib.datasets import Dataset
+from memlib.embeddings import atomic_savez, cache_root, embed
+from memlib.metrics import CaseSet
+
+REGIMES = ("blind", "oracle")
+INERT_WITHOUT_INPUT = ("value_alignment", "task_utility", "usage_history")
+
+_HEDGES = re.compile(r"\b(maybe|might|perhaps|probably|possibly|i think|i guess|i suppose|not sure|i believe|"
+                     r"kind of|sort of|i'?m not certain)\b", re.IGNORECASE)
+_FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|my|mine|me|we|our|we're|we've)\b", re.IGNORECASE)
+_CAPS = re.compile(r"\b[A-Z]{2,}\b")
+_WORDS = re.compile(r"[a-z']+")
+
+_VADER = None
+
+
+def _vader():
+    global _VADER
+    if _VADER is None:
+        from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+
+        _VADER = SentimentIntensityAnalyzer()
+    return _VADER
+
+
+def emotional_intensity(texts) -> np.ndarray:
+    """``|VADER compound| * arousal`` for each text, in [0, 1] (see module docstring)."""
+    from vaderSentiment.vaderSentiment import BOOSTER_DICT
+
+    sia = _vader()
+    out = np.empty(len(texts))
+    for i, t in enumerate(texts):
+        valence = abs(sia.polarity_scores(t)["compound"])
+        if valence == 0.0:
+            out[i] = 0.0
+            continue
+        cues = t.count("!") + len(_CAPS.findall(t)) + sum(w in BOOSTER_DICT for w in _WORDS.findall(t.lower()))
+        out[i] = valence * (0.5 + 0.5 * min(1.0, cues / 3.0))
+    return out
+
+
+def reliability(roles, texts) -> np.ndarray:
+    """Provenance heuristic in [0, 1] (see module docstring)."""
+    out = np.empty(len(texts))
+    for i, (role, t) in enumerate(zip(roles, texts)):
+        r = 0.8 if role == "user" else 0.4
+        s = t.strip()
+        if s.endswith("?"):
+            r *= 0.5
+        if _HEDGES.search(s):
+            r -= 0.2
+        if role == "user" and not s.endswith("?") and _FIRST_PERSON.search(s):
+            r += 0.2
+        out[i] = min(1.0, max(0.0, r))
+    return out
+
+
+def _cos01(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``(1 + cos) / 2`` row-wise for unit rows ``a`` and (unnormalised) rows ``b``; 0.5 where b is 0."""
+    norm = np.linalg.norm(b, axis=1)
+    dot = np.einsum("ij,ij->i", a, b)
+    cos = np.divide(dot, norm, out=np.zeros_like(dot), where=norm > 0)
+    return np.clip((1.0 + cos) / 2.0, 0.0, 1.0)
+
+
+# --------------------------------------------------------------------------- goal anchors
+
+
+class SessionCentroidAnchor:
+    """Blind anchor: the centroid of the user turns of the turn's own session.
+
+    It depends on the session only, never on the question (``per_question = False``).
+    A session without user turns falls back to the centroid of all its turns.
+    """
+
+    name = "blind"
+    per_question = False
+
+    def prepare(self, ds: Dataset, E: np.ndarray) -> None:
+        sess_codes = pd.factorize(ds.turns["session"])[0]
+        user = (ds.turns["role"] == "user").to_numpy()
+        S = sess_codes.max() + 1 if len(sess_codes) else 0
+        cent_user = np.zeros((S, E.shape[1]))
+        np.add.at(cent_user, sess_codes[user], E[user])
+        cent_all = np.zeros((S, E.shape[1]))
+        np.add.at(cent_all, sess_codes, E)
+        has_user = np.bincount(sess_codes[user], minlength=S) > 0
+        cent = np.where(has_user[:, None], cent_user, cent_all)
+        self._turn_goal = _cos01(E, cent[sess_codes])
+
+    def goal(self, ds: Dataset, case: int, rows: np.ndarray, E: np.ndarray, question_vec) -> np.ndarray:
+        return self._turn_goal[rows]
+
+
+class QuestionAnchor:
+    """Oracle anchor: the held-out evaluation question (peeks at the future query)."""
+
+    name = "oracle"
+    per_question = True
+
+    def prepare(self, ds: Dataset, E: np.ndarray) -> None:
+        pass
+
+    def goal(self, ds: Dataset, case: int, rows: np.ndarray, E: np.ndarray, question_vec) -> np.ndarray:
+        return np.clip((1.0 + E[rows] @ question_vec) / 2.0, 0.0, 1.0)
+
+
+#: Goal anchors by regime name; add a class with ``prepare`` and ``goal`` to try another blind anchor.
+ANCHORS = {"blind": SessionCentroidAnchor, "oracle": QuestionAnchor}
+
+
+# --------------------------------------------------------------------------- annotation
+
+
+@dataclass
+class Annotation:
+    """Factor tables of a dataset in one regime.
+
+    Attributes
+    ----------
+    cases : CaseSet
+        Factors per haystack turn, ready for retention and learning.
+    turn_rows : ndarray, shape (G, N)
+        Row in ``dataset.turns`` of each haystack position (-1 for padding).
+    inert : list of str
+        Factors that are identically zero because their input was not given.
+    info : dict
+        Counts and timings of the run.
+    """
+
+    dataset: str
+    regime: str
+    cases: CaseSet
+    turn_rows: np.ndarray
+    inert: list
+    info: dict = field(default_factory=dict)
+
+    def turn_table(self, ds: Dataset, haystack: int = 0) -> pd.DataFrame:
+        """One haystack's turns with their factor values (for reading and plotting)."""
+        n = int(self.cases.length[haystack])
+        rows = self.turn_rows[haystack, :n]
+        t = ds.turns.iloc[rows][["session", "turn", "role", "speaker", "text", "timestamp"]].reset_index(drop=True)
+        return pd.concat([t, pd.DataFrame(self.cases.factors[haystack, :n], columns=list(FACTORS))], axis=1)
+
+
+def _source_version() -> str:
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for name in ("factors.py", "embeddings.py", "datasets.py", "metrics.py"):
+        h.update((here / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def fingerprint(ds: Dataset, regime: str, options: dict) -> str:
+    """Cache key: annotator source, regime, options and the dataset's content."""
+    h = hashlib.sha256()
+    h.update(_source_version().encode())
+    h.update(json.dumps([ds.name, regime, options], sort_keys=True, default=str).encode())
+    c = ds.cases
+    h.update(json.dumps([list(c["case_id"]), list(c["question"]), [list(x) for x in c["haystack"]],
+                         [list(x) for x in c["gold"]], list(c["group"])]).encode())
+    h.update(pd.util.hash_pandas_object(ds.turns[["session", "role", "speaker", "text", "timestamp"]],
+                                        index=False).to_numpy().tobytes())
+    return h.hexdigest()[:24]
+
+
+def annotate(ds: Dataset, regime: str = "blind", *, value_profile: str | None = None, task_utility=None,
+             retrievals=None, use_cache: bool = True, progress: bool = True, max_seq_length: int = 256
+             ) -> Annotation:
+    """Annotate every usable case of ``ds`` with the seven factors in one regime.
+
+    Parameters
+    ----------
+    ds : Dataset
+    regime : {'blind', 'oracle'}
+        Which goal anchor to use (:data:`ANCHORS`).
+    value_profile : str, optional
+        Text of the agent's value profile; makes value alignment live.
+    task_utility : callable, optional
+        ``f(list of texts) -> array in [0, 1]``; makes task utility live.
+    retrievals : array_like, optional
+        Retrieval count per row of ``ds.turns``; makes usage history live.
+    use_cache : bool
+        Load / store the factor table in ``data/cache/factors`` (keyed by
+        :func:`fingerprint`) and the embeddings in the embedding cache.
+    """
+    check_choice("regime", regime, REGIMES)
+    t0 = time.perf_counter()
+    usable = ds.usable()
+    options = {"value_profile": value_profile, "task_utility": getattr(task_utility, "__qualname__", None),
+               "retrievals": None if retrievals is None else hashlib.sha1(np.asarray(retrievals).tobytes()).hexdigest(),
+               "max_seq_length": max_seq_length}
+    key = fingerprint(usable, regime, options)
+    path = cache_root() / "factors" / f"{ds.name}-{regime}-{key}.npz"
+    if use_cache and path.is_file():
+        ann = load_annotation(path)
+        ann.info.update(cached=True, seconds=time.perf_counter() - t0)
+        return ann
+
+    turns = ds.turns
+    # only the texts the usable cases' haystacks hold are embedded and scored
+    used_sessions = set().union(*usable.cases["haystack"]) if len(usable.cases) else set()
+    used = turns["session"].isin(used_sessions).to_numpy()
+    text_ids = turns["text_id"].to_numpy()
+    used_texts = np.unique(text_ids[used])
+    E_text = np.zeros((len(ds.texts), 384), np.float32)
+    E_text[used_texts] = embed([ds.texts[i] for i in used_texts], max_seq_length=max_seq_length,
+                               progress=progress, use_cache=use_cache)
+    E = E_text[text_ids]
+    text_emotion = np.zeros(len(ds.texts))
+    text_emotion[used_texts] = emotional_intensity([ds.texts[i] for i in used_texts])
+    emotion = text_emotion[text_ids]
+    rel = reliability(turns["role"].tolist(), turns["text"].tolist())
+    value_col = (np.clip((1.0 + E @ embed([value_profile], max_seq_length=max_seq_length, progress=False,
+                                           use_cache=use_cache)[0]) / 2.0, 0, 1)
+                 if value_profile else np.zeros(len(turns)))
+    if task_utility is not None:
+        task_col = np.asarray(task_utility(turns["text"].tolist()), dtype=float)
+        if task_col.shape != (len(turns),) or np.any((task_col < 0) | (task_col > 1)) or not np.all(np.isfinite(task_col)):
+            raise ParameterError("task_utility must return one value in [0, 1] per turn")
+    else:
+        task_col = np.zeros(len(turns))
+    if retrievals is not None:
+        r = np.asarray(retrievals, dtype=float)
+        if r.shape != (len(turns),) or np.any(r < 0):
+            raise ParameterError("retrievals must hold one count >= 0 per row of dataset.turns")
+        usage_col = r / (1.0 + r)
+    else:
+        usage_col = np.zeros(len(turns))
+
+    anchor = ANCHORS[regime]()
+    anchor.prepare(ds, E)
+    qvecs = None
+    if anchor.per_question:
+        qvecs = embed(usable.cases["question"].tolist(), max_seq_length=max_seq_length, progress=progress,
+                      use_cache=use_cache)
+    roles = turns["role"].to_numpy()
+    speakers = turns["speaker"].to_numpy()
+    t_days = ((turns["timestamp"] - turns["timestamp"].min()) / pd.Timedelta(days=1)).to_numpy()
+
+    hay_index: dict = {}
+    factors, times, rows_list, case_h = [], [], [], []
+    base: dict = {}  # per unique history: (rows, factors without the goal column, position of each row)
+    first = dict(zip(ds.sessions["session"], ds.sessions["first_turn"]))
+    count = dict(zip(ds.sessions["session"], ds.sessions["n_turns"]))
+    gold = []
+    for c, (hay, gold_rows) in enumerate(zip(usable.cases["haystack"], usable.cases["gold"])):
+        if hay not in base:
+            rows = np.concatenate([np.arange(first[s], first[s] + count[s]) for s in hay])
+            F = np.zeros((len(rows), len(FACTORS)), np.float32)
+            F[:, 0] = emotion[rows]
+            F[:, 2] = value_col[rows]
+            F[:, 3] = _self_relevance(E[rows], roles[rows], speakers[rows])
+            F[:, 4] = task_col[rows]
+            F[:, 5] = rel[rows]
+            F[:, 6] = usage_col[rows]
+            base[hay] = (rows, F, {r: i for i, r in enumerate(rows)})
+        rows, F0, pos = base[hay]
+        key_h = (hay, c) if anchor.per_question else hay
+        if key_h not in hay_index:
+            F = F0.copy()
+            F[:, 1] = anchor.goal(ds, c, rows, E, None if qvecs is None else qvecs[c])
+            hay_index[key_h] = len(factors)
+            factors.append(F)
+            times.append(t_days[rows])
+            rows_list.append(rows)
+        case_h.append(hay_index[key_h])
+        gold.append([pos[g] for g in gold_rows])
+    cs = CaseSet.from_haystacks(factors, times, case_h, gold, case_ids=usable.cases["case_id"],
+                                groups=usable.cases["group"])
+    N = cs.factors.shape[1]
+    turn_rows = np.full((len(rows_list), N), -1, dtype=np.int64)
+    for g, rows in enumerate(rows_list):
+        turn_rows[g, : len(rows)] = rows
+    inert = [f for f in FACTORS if not np.any(cs.factors[..., FACTORS.index(f)])]
+    info = {**ds.stats(), "regime": regime, "haystacks": cs.n_haystacks, "cached": False,
+            "seconds": time.perf_counter() - t0}
+    ann = Annotation(ds.name, regime, cs, turn_rows, inert, info)
+    if use_cache:
+        save_annotation(ann, path)
+    return ann
+
+
+def _self_relevance(E: np.ndarray, roles: np.ndarray, speakers: np.ndarray) -> np.ndarray:
+    """Causal self/user relevance of each turn of one history (see module docstring)."""
+    user = roles == "user"
+    out = np.full(len(E), 0.5)
+    before_all = np.cumsum(E * user[:, None], axis=0) - E * user[:, None]
+    asst = ~user
+    if asst.any():
+        out[asst] = _cos01(E[asst], before_all[asst])
+    for s in np.unique(speakers[user]):
+        m = user & (speakers == s)
+        Em = E[m]
+        before = np.cumsum(Em, axis=0) - Em
+        out[m] = _cos01(Em, before)
+    return out
+
+
+def save_annotation(ann: Annotation, path) -> None:
+    """Write an annotation as one ``.npz`` (atomic; no pickle)."""
+    cs = ann.cases
+    atomic_savez(path, factors=cs.factors, time=cs.time, length=cs.length, case_haystack=cs.case_haystack,
+                 gold_case=cs.gold_case, gold_pos=cs.gold_pos, case_ids=cs.case_ids.astype(str),
+                 groups=cs.groups.astype(str), turn_rows=ann.turn_rows,
+                 meta=np.array(json.dumps({"dataset": ann.dataset, "regime": ann.regime, "inert": ann.inert,
+                                           "info": ann.info})))
+
+
+def load_annotation(path) -> Annotation:
+    """Read an annotation written by :func:`save_annotation`."""
+    with np.load(path, allow_pickle=False) as z:
+        meta = json.loads(str(z["meta"]))
+        cs = CaseSet(z["factors"], z["time"], z["length"], z["case_haystack"], z["gold_case"], z["gold_pos"],
+                     z["case_ids"], z["groups"])
+        turn_rows = z["turn_rows"]
+    return Annotation(meta["dataset"], meta["regime"], cs, turn_rows, meta["inert"], meta["info"])

@@ -1,0 +1,141 @@
+import json
+
+import numpy as np
+import pytest
+from fixtures import longmemeval_records, write_jsonl, write_longmemeval
+
+from memlib import ParameterError
+from memlib import datasets as D
+
+
+def test_longmemeval_fixture_loads_counts_usable_and_shares_sessions(tmp_path):
+    ds = D.load(str(write_longmemeval(tmp_path / "lme.json")))
+    st = ds.stats()
+    assert st["cases"] == 3 and st["usable_cases"] == 2
+    # 3 + 3 + 2 haystack sessions, but filler_a and travel_b are stored once
+    assert st["sessions"] == 4
+    assert st["turns"] == 2 + 2 + 2 + 3
+    assert st["turn_occurrences"] == 6 + 7 + 4
+    q1 = ds.cases.iloc[0]
+    # haystack in time order: filler (05/20), travel (05/21), answer (05/22)
+    assert [ds.sessions.set_index("session").loc[s, "label"] for s in q1["haystack"]] == \
+        ["filler_a", "travel_b", "answer_q1"]
+    gold_text = ds.turns.loc[list(q1["gold"]), "text"].tolist()
+    assert gold_text == ["My dog Biscuit is allergic to chicken, so I buy salmon kibble."]
+    assert len(ds.cases.iloc[1]["gold"]) == 2
+    assert not ds.cases.iloc[2]["usable"]
+    assert st["unique_texts"] == 9
+
+
+def test_reused_session_id_with_other_content_is_kept_apart(tmp_path):
+    recs = longmemeval_records()
+    recs[1]["haystack_sessions"][0] = [{"role": "user", "content": "Different words, same id."}]
+    ds = D.load_longmemeval(write_longmemeval(tmp_path / "lme.json", recs))
+    assert (ds.sessions["label"] == "filler_a").sum() == 2
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda r: {"not": "a list"}, "expected a JSON list of records at the top level, got dict"),
+        (lambda r: [{k: v for k, v in r[0].items() if k != "haystack_sessions"}],
+         "record 0 (q1): missing required field 'haystack_sessions'"),
+        (lambda r: [dict(r[0], haystack_sessions=[[{"role": "user"}], r[0]["haystack_sessions"][1],
+                                                  r[0]["haystack_sessions"][2]])],
+         "record 0 (q1) haystack_sessions[0] turn 0: a turn needs role"),
+        (lambda r: [dict(r[0], haystack_dates=["yesterday"] * 3)], "cannot read date 'yesterday'"),
+        (lambda r: [dict(r[0], haystack_dates=r[0]["haystack_dates"][:2])], "haystack lists differ in length"),
+    ],
+)
+def test_malformed_longmemeval_gives_clear_error(tmp_path, mutate, message):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(mutate(longmemeval_records())))
+    with pytest.raises(D.DatasetError) as err:
+        D.load_longmemeval(path)
+    assert str(path) in str(err.value) and message in str(err.value)
+
+
+def test_invalid_json_is_reported(tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text("[{")
+    with pytest.raises(D.DatasetError, match="not valid JSON"):
+        D.load_longmemeval(path)
+
+
+def test_jsonl_format(tmp_path):
+    ds = D.load(str(write_jsonl(tmp_path / "conv.jsonl")))
+    assert ds.stats()["cases"] == 2 and ds.stats()["usable_cases"] == 2
+    # sessions in date order: s1 before s2
+    rows = ds.haystack_rows(0)
+    assert ds.turns.loc[rows[0], "text"] == "I am allergic to nuts."
+    assert ds.turns.loc[list(ds.cases.iloc[0]["gold"]), "text"].tolist() == ["I am allergic to nuts."]
+    assert ds.turns.loc[rows[1], "speaker"] == "assistant"
+
+
+def test_jsonl_unresolvable_evidence_is_an_error(tmp_path):
+    from fixtures import jsonl_records
+    recs = jsonl_records()
+    recs[0]["questions"][0]["evidence"] = [["s9", 0]]
+    with pytest.raises(D.DatasetError, match=r"line 1 question 0: evidence \['s9', 0\] does not resolve"):
+        D.load_jsonl(write_jsonl(tmp_path / "c.jsonl", recs))
+
+
+def test_locomo_evidence_normalisation():
+    assert D.normalise_locomo_evidence(["D8:6; D9:17", "D9:1 D4:4 D4:6", "D:11:26", "D30:05", "D"]) == [
+        "D8:6", "D9:17", "D9:1", "D4:4", "D4:6", "D11:26", "D30:5"]
+
+
+def test_locomo_malformed_turn(tmp_path):
+    bad = [{"sample_id": "x", "qa": [], "conversation": {
+        "speaker_a": "A", "speaker_b": "B", "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [{"speaker": "A", "dia_id": "D1:1"}]}}]
+    path = tmp_path / "locomo10.json"
+    path.write_text(json.dumps(bad))
+    with pytest.raises(D.DatasetError, match=r"record 0 \(x\) session_1 turn 0: a turn needs 'speaker' and a 'text'"):
+        D.load_locomo(path)
+
+
+def test_locomo_counts():
+    try:
+        path = D.resolve("locomo10.json", download=False)
+    except D.DatasetError as exc:
+        pytest.skip(f"LoCoMo not available: {exc}")
+    ds = D.load_locomo(path)
+    st = ds.stats()
+    assert st["conversations"] == 10 and st["turns"] == 5882 and st["sessions"] == 272
+    assert st["cases"] == 1986 and st["usable_cases"] == 1982
+    # 'D' is unparseable and D10:19 (conv-42) and D4:36 (conv-47) point past their sessions
+    assert st["skipped_evidence_ids"] == 3
+    assert ds.turns["role"].eq("user").all()
+    assert ds.turns["text"].str.contains(r"\[shares a photo: ").sum() > 800
+    assert np.all(np.diff(ds.turns["timestamp"].to_numpy()[ds.haystack_rows(0)]) > np.timedelta64(0))
+
+
+def test_resolver_order_and_offline_message(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMLIB_DATA_DIR", str(tmp_path))
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "longmemeval_s.json").write_text("[]")
+    assert D.resolve("longmemeval_s.json") == tmp_path / "sub" / "longmemeval_s.json"
+    (tmp_path / "longmemeval_s.json").write_text("[]")
+    assert D.resolve("longmemeval_s.json") == tmp_path / "longmemeval_s.json"
+    monkeypatch.setattr(D, "RAW_DIR", tmp_path / "raw")
+    with pytest.raises(D.DatasetError, match=r"longmemeval_m.json not found .* save it as .*raw/longmemeval_m.json"):
+        D.resolve("longmemeval_m.json")
+
+
+def test_download_checks_sha256(tmp_path, monkeypatch):
+    src = tmp_path / "src.json"
+    src.write_text("[1]")
+    monkeypatch.delenv("MEMLIB_DATA_DIR", raising=False)
+    monkeypatch.setattr(D, "RAW_DIR", tmp_path / "raw")
+    monkeypatch.setitem(D.REGISTRY, "x.json", {"url": src.as_uri(), "sha256": "0" * 64, "license": "test"})
+    with pytest.raises(D.DatasetError, match="has sha256"):
+        D.resolve("x.json")
+    assert not any((tmp_path / "raw").iterdir())  # nothing half-written left behind
+    monkeypatch.setitem(D.REGISTRY, "x.json", {"url": src.as_uri(), "sha256": D.sha256_file(src), "license": "t"})
+    assert D.resolve("x.json").read_text() == "[1]"
+
+
+def test_unknown_dataset_name():
+    with pytest.raises(ParameterError, match="unknown dataset 'nope'"):
+        D.load("nope")
