@@ -109,6 +109,17 @@ def reliability(roles, texts) -> np.ndarray:
     return out
 
 
+def _group_sum(X: np.ndarray, codes: np.ndarray, n_groups: int) -> np.ndarray:
+    """Row sums of ``X`` per group code (a sorted ``reduceat``; much faster than ``np.add.at``)."""
+    out = np.zeros((n_groups, X.shape[1]), dtype=np.float64)
+    if len(codes):
+        order = np.argsort(codes, kind="stable")
+        sc = codes[order]
+        starts = np.flatnonzero(np.r_[True, sc[1:] != sc[:-1]])
+        out[sc[starts]] = np.add.reduceat(X[order].astype(np.float64), starts, axis=0)
+    return out
+
+
 def _cos01(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``(1 + cos) / 2`` row-wise for unit rows ``a`` and (unnormalised) rows ``b``; 0.5 where b is 0."""
     norm = np.linalg.norm(b, axis=1)
@@ -134,10 +145,8 @@ class SessionCentroidAnchor:
         sess_codes = pd.factorize(ds.turns["session"])[0]
         user = (ds.turns["role"] == "user").to_numpy()
         S = sess_codes.max() + 1 if len(sess_codes) else 0
-        cent_user = np.zeros((S, E.shape[1]))
-        np.add.at(cent_user, sess_codes[user], E[user])
-        cent_all = np.zeros((S, E.shape[1]))
-        np.add.at(cent_all, sess_codes, E)
+        cent_user = _group_sum(E[user], sess_codes[user], S)
+        cent_all = _group_sum(E, sess_codes, S)
         has_user = np.bincount(sess_codes[user], minlength=S) > 0
         cent = np.where(has_user[:, None], cent_user, cent_all)
         self._turn_goal = _cos01(E, cent[sess_codes])

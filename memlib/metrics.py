@@ -214,8 +214,23 @@ class RetentionEvaluator:
     """Mean gold retention of per-haystack scores at a fixed keep fraction.
 
     Precomputes everything that does not depend on the scores, so that one
-    evaluation costs a partition per haystack row and work proportional to
-    the number of gold turns. Used as the learner's objective.
+    evaluation is a product over the factor columns in use, one partition of
+    each haystack row at a single position, and work proportional to the
+    number of gold turns. It is the learner's objective.
+
+    Haystacks differ in length and so in keep count ``k``. Each row is padded
+    with ``kmax - k`` entries of ``+inf`` (always "kept") and ``-inf`` for the
+    rest, which puts every row's ``k``-th best real score at the same position
+    ``N - kmax`` of an ascending partition: one ``numpy.partition`` call with a
+    single ``kth`` serves all rows.
+
+    Parameters
+    ----------
+    cases : CaseSet
+    keep_fraction : float
+    columns : array_like of bool, shape (7,), optional
+        Factor columns :meth:`scores` reads (default: the live factors); the
+        others must then have weight 0 or are ignored.
 
     >>> import numpy as np
     >>> cs = CaseSet.from_cases([np.eye(7)[[0, 1, 0, 1]]], [np.arange(4.0)], gold=[[2]])
@@ -226,36 +241,59 @@ class RetentionEvaluator:
     0.0
     """
 
-    def __init__(self, cases: CaseSet, keep_fraction: float):
+    def __init__(self, cases: CaseSet, keep_fraction: float, columns=None):
         self.cases = cases
         self.keep_fraction = check_fraction("keep_fraction", keep_fraction)
         self.k = keep_count(cases.length, keep_fraction)
-        N = cases.factors.shape[1]
-        self._kth = N - self.k  # ascending position of the k-th largest score
-        self._kths = np.unique(self._kth) if N else np.zeros(0, np.int64)
-        self._pad = np.where(cases.valid, 0.0, -np.inf).astype(np.float32)
+        G, N, _ = cases.factors.shape
+        kmax = int(self.k.max()) if G else 0
+        self._n_plus = kmax - self.k  # +inf pads per row
+        width = int((cases.length + self._n_plus).max()) if G else 0
+        self._width = width
+        self._kth = width - kmax
+        pos = np.arange(width)[None, :]
+        real = pos < cases.length[:, None]
+        plus = (pos >= cases.length[:, None]) & (pos < (cases.length + self._n_plus)[:, None])
+        self._pad = np.where(real, 0.0, np.where(plus, np.inf, -np.inf)).astype(np.float32)
+        self._real = real
+        self._N = N
+        self.columns = cases.live_factors if columns is None else np.asarray(columns, dtype=bool)
+        F = np.zeros((G, width, int(self.columns.sum())), np.float32)
+        F[:, :N] = cases.factors[..., self.columns]
+        self._F = F.reshape(G * width, -1)
         self._gold_h = cases.case_haystack[cases.gold_case]
         self._has_gold = cases.n_gold > 0
-        self._factors2d = cases.factors.reshape(-1, cases.factors.shape[2])
 
     def scores(self, w) -> np.ndarray:
-        """Per-turn values ``F @ w`` as a (G, N) float32 array, padding at -inf."""
-        s = (self._factors2d @ np.asarray(w, dtype=np.float32)).reshape(self._pad.shape)
+        """Per-turn values ``F @ w`` as a (G, N) float32 array (padding at -inf)."""
+        return self._padded_scores(w)[:, : self._N]
+
+    def _padded_scores(self, w) -> np.ndarray:
+        w = np.asarray(w, dtype=np.float32)[self.columns]
+        s = (self._F @ w).reshape(self._pad.shape)
         s += self._pad
         return s
 
-    def per_case(self, scores) -> np.ndarray:
-        """Retention of every case (NaN for a case without gold)."""
+    def _pad_scores(self, scores) -> np.ndarray:
+        s = np.asarray(scores, dtype=np.float64 if np.asarray(scores).dtype == np.float64 else np.float32)
+        G = self.cases.n_haystacks
+        if s.shape != (G, self._N):
+            raise ParameterError(f"scores must have shape {(G, self._N)}, got {s.shape}")
+        out = np.empty((G, self._width), dtype=s.dtype)
+        out[:, : self._N] = s
+        out[:, self._N:] = 0
+        out[~self._real] = 0
+        out += self._pad
+        return out
+
+    def _retention(self, s: np.ndarray) -> np.ndarray:
         cs = self.cases
-        s = np.asarray(scores)
-        if s.shape != self._pad.shape:
-            raise ParameterError(f"scores must have shape {self._pad.shape}, got {s.shape}")
-        s = np.where(cs.valid, s, -np.inf)
-        if len(self._kths) == 0:
+        if s.shape[1] == 0:
             return np.full(cs.n_cases, np.nan)
-        thr = np.take_along_axis(np.partition(s, self._kths, axis=1), self._kth[:, None], axis=1)[:, 0]
-        n_above = np.count_nonzero(s > thr[:, None], axis=1)
-        n_equal = np.count_nonzero(s == thr[:, None], axis=1)
+        part = np.partition(s, self._kth, axis=1)
+        thr = part[:, self._kth]
+        n_above = np.count_nonzero(part[:, self._kth + 1:] > thr[:, None], axis=1) - self._n_plus
+        n_equal = np.count_nonzero(part == thr[:, None], axis=1)
         gs = s[self._gold_h, cs.gold_pos]
         gt = thr[self._gold_h]
         C = cs.n_cases
@@ -268,14 +306,20 @@ class RetentionEvaluator:
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(self._has_gold, kept / cs.n_gold, np.nan)
 
+    def per_case(self, scores) -> np.ndarray:
+        """Retention of every case (NaN for a case without gold) for (G, N) scores."""
+        return self._retention(self._pad_scores(scores))
+
     def mean(self, scores) -> float:
         """Mean retention over cases that have gold."""
-        r = self.per_case(scores)
+        return self._mean(self.per_case(scores))
+
+    def _mean(self, r) -> float:
         return float(np.mean(r[self._has_gold])) if self._has_gold.any() else float("nan")
 
     def objective(self, w) -> float:
         """Mean retention of the linear value with weights ``w``."""
-        return self.mean(self.scores(w))
+        return self._mean(self._retention(self._padded_scores(w)))
 
 
 def retention(cases: CaseSet, scores, keep_fraction: float) -> np.ndarray:

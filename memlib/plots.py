@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import altair as alt
+import numpy as np
 import pandas as pd
 
 
@@ -42,3 +43,49 @@ def weight_bars(weights: pd.DataFrame, title: str = "Learned weights") -> alt.Ch
         )
         .properties(title=title, width=420, height=22 * len(weights))
     )
+
+
+def factor_histograms(table: pd.DataFrame, factors, color: str = "role", bins: int = 20) -> alt.Chart:
+    """One histogram per factor (rows of ``table`` are turns), coloured by ``color``.
+
+    Counts are binned in pandas first, so the chart stays small for any number of turns.
+    """
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    parts = []
+    for f in factors:
+        for key, grp in table.groupby(color):
+            counts, _ = np.histogram(grp[f].clip(0, 1), bins=edges)
+            parts.append(pd.DataFrame({"factor": f, color: key, "lo": edges[:-1], "hi": edges[1:], "turns": counts}))
+    binned = pd.concat(parts, ignore_index=True)
+    return (
+        alt.Chart(binned)
+        .mark_bar(opacity=0.8)
+        .encode(
+            x=alt.X("lo:Q", bin="binned", title="factor value"),
+            x2="hi:Q",
+            y=alt.Y("turns:Q", title="turns", stack=None),
+            color=alt.Color(f"{color}:N"),
+        )
+        .properties(width=200, height=120)
+        .facet(facet=alt.Facet("factor:N", title=None), columns=2)
+        .resolve_scale(y="independent")
+    )
+
+
+def correlation_heatmap(corr: pd.DataFrame) -> alt.Chart:
+    """Heatmap of a tidy correlation table (``a``, ``b``, ``r``)."""
+    base = alt.Chart(corr).encode(x=alt.X("a:N", title=None), y=alt.Y("b:N", title=None))
+    cells = base.mark_rect().encode(color=alt.Color("r:Q", scale=alt.Scale(domain=[-1, 1], scheme="redblue")))
+    text = base.mark_text().encode(text=alt.Text("r:Q", format=".2f"))
+    return (cells + text).properties(width=260, height=260, title="Correlation between live factors")
+
+
+def gold_percentile_bars(summary: pd.DataFrame) -> alt.Chart:
+    """Mean percentile of gold turns by goal relevance, per regime (0.5 = chance)."""
+    bars = alt.Chart(summary).mark_bar().encode(
+        x=alt.X("gold_percentile:Q", scale=alt.Scale(domain=[0, 1]), title="mean percentile of gold turns"),
+        y=alt.Y("regime:N", title=None),
+        color=alt.Color("regime:N", legend=None),
+    )
+    chance = alt.Chart(pd.DataFrame({"x": [0.5]})).mark_rule(strokeDash=[4, 4]).encode(x="x:Q")
+    return (bars + chance).properties(width=380, height=80, title="Where gold turns rank by goal relevance")
