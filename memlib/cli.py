@@ -19,7 +19,7 @@ import pandas as pd
 from memlib._checks import ParameterError
 from memlib.datasets import DatasetError
 
-STUDIES = ("synthetic",)
+STUDIES = ("synthetic", "oracle-blind", "mlp", "sweep")
 
 
 def _table_to_json(table: pd.DataFrame) -> str:
@@ -29,16 +29,32 @@ def _table_to_json(table: pd.DataFrame) -> str:
 def _run_study(args) -> pd.DataFrame:
     from memlib import experiments
 
+    if args.study not in STUDIES:
+        raise ParameterError(f"unknown study {args.study!r}; choose one of: {', '.join(STUDIES)}")
+    kw = {"seed": args.seed, "quick": args.quick}
+    if args.keep_fraction is not None:
+        kw["keep_fraction"] = args.keep_fraction
     if args.study == "synthetic":
-        kw = {"seed": args.seed, "quick": args.quick}
-        if args.keep_fraction is not None:
-            kw["keep_fraction"] = args.keep_fraction
-        if args.n_train is not None:
-            kw["n_train"] = args.n_train
-        if args.n_test is not None:
-            kw["n_test"] = args.n_test
+        for name in ("n_train", "n_test"):
+            if getattr(args, name) is not None:
+                kw[name] = getattr(args, name)
         return experiments.synthetic_confounds(**kw).table
-    raise ParameterError(f"unknown study {args.study!r}; choose one of: {', '.join(STUDIES)}")
+    for name in ("n_train", "n_test"):
+        if getattr(args, name) is not None:
+            raise ParameterError(f"--{name.replace('_', '-')} applies to the synthetic study only")
+    kw["dataset"] = args.dataset
+    kw["progress"] = not args.json and sys.stderr.isatty()
+    if args.n_splits is not None:
+        kw["n_splits"] = args.n_splits
+    if args.limit is not None:
+        kw["limit"] = args.limit
+    if args.study == "oracle-blind":
+        return experiments.oracle_vs_blind(**kw).summary
+    if args.study == "mlp":
+        return experiments.mlp_ablation(**kw).summary
+    if "keep_fraction" in kw:
+        kw["fractions"] = [kw.pop("keep_fraction")]
+    return experiments.keep_fraction_sweep(**kw).summary
 
 
 def _annotate(args) -> int:
@@ -80,6 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0, help="random seed (>= 0), default 0")
     s.add_argument("--quick", action="store_true", help="cheaper settings for smoke tests")
     s.add_argument("--keep-fraction", type=float, default=None, help="share of turns kept, in (0, 1)")
+    s.add_argument("--dataset", default="locomo",
+                   help="real-data studies: a dataset name or a path to a LongMemEval-schema / JSONL file")
+    s.add_argument("--n-splits", type=int, default=None, help="real-data studies: resampled splits (>= 2)")
+    s.add_argument("--limit", type=int, default=None, help="real-data studies: first N conversations/questions")
     s.add_argument("--n-train", type=int, default=None, help="synthetic: training cases (>= 1)")
     s.add_argument("--n-test", type=int, default=None, help="synthetic: test cases (>= 1)")
     s.add_argument("--json", action="store_true", help="print the table as a JSON list of rows")
@@ -97,6 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("out_dir", help="folder for the .ipynb files")
     n.add_argument("--quick", action="store_true", help="inject quick = True")
 
+    w = sub.add_parser("sweep", help="run a notebook over a parameter grid with papermill")
+    w.add_argument("notebook", help="a notebooks/NN_topic.md file")
+    w.add_argument("-p", "--parameter", nargs="+", action="append", default=[], metavar=("NAME", "VALUE"),
+                   help="a parameter and one or more values (repeat for a grid)")
+    w.add_argument("--out", default="results/sweeps", help="folder for executed notebooks and the table")
+
     b = sub.add_parser("book", help="build the book, or check a built book loads no remote script")
     b.add_argument("action", choices=["build", "check"])
     b.add_argument("html_dir", nargs="?", default="_build/html", help="check: the built HTML folder")
@@ -109,6 +135,17 @@ def main(argv=None) -> int:
     try:
         if args.command == "annotate":
             return _annotate(args)
+        if args.command == "sweep":
+            from memlib import notebooks
+
+            grid = {}
+            for item in args.parameter:
+                if len(item) < 2:
+                    raise ParameterError(f"-p {item[0]} needs at least one value")
+                grid[item[0]] = [notebooks.parse_value(v) for v in item[1:]]
+            table, path = notebooks.sweep(args.notebook, grid, args.out)
+            print(f"{len(table)} rows from {table['run'].nunique() if len(table) else 0} runs -> {path}")
+            return 0
         if args.command == "notebooks":
             from memlib import notebooks
 

@@ -146,7 +146,8 @@ def embed(texts, max_seq_length: int = 256, batch_size: int = 64, cache: Embeddi
     texts = list(texts)
     uniq = list(dict.fromkeys(texts))
     if use_cache:
-        cache = cache or EmbeddingCache(max_seq_length=max_seq_length)
+        if cache is None:  # (an empty cache is falsy: test for None)
+            cache = EmbeddingCache(max_seq_length=max_seq_length)
         vecs, found = cache.get(uniq)
     else:
         vecs, found = np.zeros((len(uniq), DIM), np.float32), np.zeros(len(uniq), bool)

@@ -46,7 +46,9 @@ class SyntheticResult:
 
 def learner_settings(quick: bool) -> dict:
     """Hill-climb settings: the defaults, or a cheaper search in quick mode."""
-    return dict(n_iter=100, restarts=1) if quick else dict(n_iter=300, restarts=3)
+    from memlib import learning
+
+    return dict(n_iter=100, restarts=1) if quick else dict(n_iter=learning.N_ITER, restarts=learning.RESTARTS)
 
 
 def synthetic_confounds(
@@ -151,3 +153,281 @@ def goal_relevance_by_gold(blind, oracle) -> pd.DataFrame:
             "cases": int(cs.n_cases),
         })
     return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- real data (section 4.2)
+
+#: Conversations (or questions) used in quick mode, shared by every real-data notebook so
+#: the embedding cache built by one serves the others.
+QUICK_LIMIT = 4
+#: Policies of Table 3, in the paper's order.
+REAL_POLICIES = ("learned_V", "uniform_V", "self_only", "reliability_only", "goal_only", "emotion_only",
+                 "recency_only", "random")
+REGIME_FREE = ("recency_only", "random")
+SWEEP_FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5)
+
+
+def load_regimes(dataset, quick: bool = False, limit: int | None = None, progress: bool = False):
+    """Load a dataset and its cached blind and oracle factor tables.
+
+    Returns ``(ds, {"blind": Annotation, "oracle": Annotation})``; ``quick`` limits
+    the data to :data:`QUICK_LIMIT` groups.
+    """
+    from memlib import datasets, factors
+
+    ds = datasets.load(dataset)
+    if quick and limit is None:
+        limit = QUICK_LIMIT
+    if limit is not None:
+        ds = ds.limit(check_int("limit", limit, minimum=1))
+    anns = {r: factors.annotate(ds, r, progress=progress) for r in ("blind", "oracle")}
+    if not np.array_equal(anns["blind"].cases.case_ids, anns["oracle"].cases.case_ids):
+        raise RuntimeError("blind and oracle annotations disagree on the cases")
+    return ds, anns
+
+
+def group_splits(groups, n_splits: int, seed: int = 0, train_share: float = 0.5):
+    """Resampled train/test splits that keep each group on one side.
+
+    Returns a list of ``(train_idx, test_idx)`` arrays of case indices. With ``G``
+    groups, ``round(train_share * G)`` (at least 1, at most ``G - 1``) go to training.
+    """
+    n_splits = check_int("n_splits", n_splits, minimum=2)
+    train_share = check_fraction("train_share", train_share)
+    groups = np.asarray(groups)
+    uniq = np.unique(groups)
+    if len(uniq) < 2:
+        from memlib._checks import ParameterError
+
+        raise ParameterError(
+            f"too few usable cases to split: {len(groups)} cases in {len(uniq)} group(s); "
+            "a train/test split needs at least 2 groups (conversations or questions)")
+    n_train = min(max(1, int(round(train_share * len(uniq)))), len(uniq) - 1)
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n_splits):
+        perm = rng.permutation(uniq)
+        train = np.isin(groups, perm[:n_train])
+        out.append((np.flatnonzero(train), np.flatnonzero(~train)))
+    return out
+
+
+@dataclass
+class RealDataResult:
+    """Result of :func:`oracle_vs_blind` (and the other real-data studies).
+
+    Attributes
+    ----------
+    summary : DataFrame
+        ``policy, regime, keep_fraction, mean, std, n_splits``.
+    per_split : DataFrame
+        ``policy, regime, keep_fraction, split, retention``.
+    per_case : DataFrame
+        ``policy, regime, split, case_id, group, retention`` (test cases only).
+    weights : DataFrame
+        ``regime, split, factor, weight``.
+    bootstrap : DataFrame
+        Paired gaps of learned_V against other policies with 95% intervals.
+    info : dict
+    """
+
+    summary: pd.DataFrame
+    per_split: pd.DataFrame
+    per_case: pd.DataFrame = None
+    weights: pd.DataFrame = None
+    bootstrap: pd.DataFrame = None
+    info: dict = field(default_factory=dict)
+
+
+def _summarise(per_split: pd.DataFrame, keys) -> pd.DataFrame:
+    g = per_split.groupby(list(keys), sort=False)["retention"]
+    out = g.agg(mean="mean", std=lambda x: float(np.std(x, ddof=1)) if len(x) > 1 else 0.0, n_splits="count")
+    return out.reset_index()
+
+
+def evaluate_splits(regimes: dict, keep_fraction: float = 0.3, n_splits: int = 20, seed: int = 0,
+                    quick: bool = False, policies=REAL_POLICIES, progress: bool = False):
+    """Learn on each split's training cases and score every policy on its test cases.
+
+    Parameters
+    ----------
+    regimes : dict of str to CaseSet
+        The same cases (same order) annotated in each regime.
+
+    Returns
+    -------
+    per_case : DataFrame
+        ``policy, regime, split, case_id, group, retention``.
+    weights : DataFrame
+        ``regime, split, factor, weight``.
+    """
+    from tqdm.auto import tqdm
+
+    from memlib._checks import check_choice
+    from memlib.policies import POLICIES
+
+    keep_fraction = check_fraction("keep_fraction", keep_fraction)
+    seed = check_int("seed", seed, minimum=0)
+    for p in policies:
+        check_choice("policy", p, POLICIES)
+    first = next(iter(regimes.values()))
+    splits = group_splits(first.groups, n_splits, seed)
+    learn_seeds = np.random.SeedSequence(seed).generate_state(n_splits)
+    rows, wrows = [], []
+    bar = tqdm(total=n_splits * len(regimes), desc="splits", disable=not progress)
+    for s, (train_idx, test_idx) in enumerate(splits):
+        for regime, cases in regimes.items():
+            train, test = cases.subset(train_idx), cases.subset(test_idx)
+            learned = hill_climb(RetentionEvaluator(train, keep_fraction).objective, train.live_factors,
+                                 seed=int(learn_seeds[s]), **learner_settings(quick))
+            wrows += [{"regime": regime, "split": s, "factor": f, "weight": w}
+                      for f, w in zip(FACTORS, learned.weights)]
+            ev = RetentionEvaluator(test, keep_fraction)
+            for name in policies:
+                if regime != "blind" and name in REGIME_FREE:
+                    continue
+                r = ev.per_case(policy_scores(name, test, weights=learned.weights, seed=int(learn_seeds[s])))
+                rows.append(pd.DataFrame({"policy": name, "regime": regime, "split": s,
+                                          "case_id": test.case_ids, "group": test.groups, "retention": r}))
+            bar.update()
+    bar.close()
+    per_case = pd.concat(rows, ignore_index=True).dropna(subset=["retention"])
+    return per_case, pd.DataFrame(wrows)
+
+
+def bootstrap_gaps(per_case: pd.DataFrame, baselines=("uniform_V", "recency_only", "reliability_only"),
+                   n_boot: int = 1000, seed: int = 0, regime: str = "blind") -> pd.DataFrame:
+    """Paired per-case bootstrap of learned_V minus each baseline, plus split wins.
+
+    Each case's retention is averaged over the splits where it was a test case;
+    the gap is learned minus baseline per case; cases are resampled (the paper's
+    protocol) and, as a stricter check, whole groups (conversations) too.
+    """
+    from memlib.metrics import paired_bootstrap
+
+    d = per_case[per_case["regime"] == regime]
+    by_case = d.groupby(["policy", "case_id", "group"], sort=False)["retention"].mean().unstack("policy")
+    by_split = d.groupby(["policy", "split"])["retention"].mean().unstack("policy")
+    out = []
+    for b in baselines:
+        gap = (by_case["learned_V"] - by_case[b]).dropna()
+        groups = gap.index.get_level_values("group")
+        for resample, grp in (("cases", None), ("groups", groups)):
+            m, lo, hi = paired_bootstrap(gap.to_numpy(), n_boot=n_boot, seed=seed, groups=grp)
+            out.append({"comparison": f"learned_V - {b}", "regime": regime, "resample": resample,
+                        "mean_gap": m, "ci_low": lo, "ci_high": hi,
+                        "learned_wins_splits": int((by_split["learned_V"] > by_split[b]).sum()),
+                        "n_splits": int(len(by_split)), "n_cases": int(len(gap)), "n_groups": int(groups.nunique())})
+    return pd.DataFrame(out)
+
+
+def oracle_vs_blind(dataset="locomo", keep_fraction: float = 0.3, n_splits: int = 20, seed: int = 0,
+                    quick: bool = False, limit: int | None = None, n_boot: int = 1000,
+                    progress: bool = False) -> RealDataResult:
+    """Table 3 / Figure 2: every policy in both regimes over resampled group-aware 50/50 splits.
+
+    Recency and random read no goal anchor, so they appear in the blind regime only.
+    """
+    keep_fraction = check_fraction("keep_fraction", keep_fraction)
+    n_splits = check_int("n_splits", n_splits, minimum=2)
+    ds, anns = load_regimes(dataset, quick=quick, limit=limit, progress=progress)
+    regimes = {r: a.cases for r, a in anns.items()}
+    per_case, weights = evaluate_splits(regimes, keep_fraction, n_splits, seed, quick, progress=progress)
+    per_split = (per_case.groupby(["policy", "regime", "split"], sort=False)["retention"].mean().reset_index()
+                 .assign(keep_fraction=keep_fraction))
+    summary = _summarise(per_split, ["policy", "regime", "keep_fraction"])
+    boot = bootstrap_gaps(per_case, n_boot=n_boot, seed=seed)
+    info = {**ds.stats(), "usable_cases_used": int(anns["blind"].cases.n_cases),
+            "inert_factors": anns["blind"].inert,
+            "expected_random": expected_random_retention(anns["blind"].cases, keep_fraction)}
+    return RealDataResult(summary, per_split, per_case, weights, boot, info)
+
+
+def mlp_ablation(dataset="locomo", keep_fraction: float = 0.3, n_splits: int = 20, seed: int = 0,
+                 quick: bool = False, limit: int | None = None, regime: str = "blind",
+                 progress: bool = False) -> RealDataResult:
+    """The nonlinear ablation: an MLP ``[16, 16]`` over the live factors against the linear value.
+
+    Both are fit on the same training cases of each split and scored on its test
+    cases. ``summary`` has rows ``learned_V``, ``mlp`` and ``mlp_minus_linear``
+    (the paired per-split difference; ``win_share`` is the share of splits the MLP wins).
+    """
+    from tqdm.auto import tqdm
+
+    from memlib._checks import check_choice
+    from memlib.learning import fit_mlp
+
+    keep_fraction = check_fraction("keep_fraction", keep_fraction)
+    check_choice("regime", regime, ("blind", "oracle"))
+    ds, anns = load_regimes(dataset, quick=quick, limit=limit, progress=progress)
+    cases = anns[regime].cases
+    splits = group_splits(cases.groups, n_splits, seed)
+    learn_seeds = np.random.SeedSequence(seed).generate_state(n_splits)
+    rows = []
+    for s, (tr, te) in enumerate(tqdm(splits, desc="splits", disable=not progress)):
+        train, test = cases.subset(tr), cases.subset(te)
+        live = train.live_factors
+        lin = hill_climb(RetentionEvaluator(train, keep_fraction).objective, live, seed=int(learn_seeds[s]),
+                         **learner_settings(quick))
+        mlp = fit_mlp(train, live, epochs=60 if quick else 200, seed=int(learn_seeds[s]))
+        ev = RetentionEvaluator(test, keep_fraction)
+        r_lin = ev.mean(policy_scores("learned_V", test, weights=lin.weights))
+        r_mlp = ev.mean(mlp(test.factors))
+        rows += [{"policy": "learned_V", "regime": regime, "keep_fraction": keep_fraction, "split": s,
+                  "retention": r_lin},
+                 {"policy": "mlp", "regime": regime, "keep_fraction": keep_fraction, "split": s,
+                  "retention": r_mlp},
+                 {"policy": "mlp_minus_linear", "regime": regime, "keep_fraction": keep_fraction, "split": s,
+                  "retention": r_mlp - r_lin}]
+    per_split = pd.DataFrame(rows)
+    summary = _summarise(per_split, ["policy", "regime", "keep_fraction"])
+    diff = per_split[per_split["policy"] == "mlp_minus_linear"]["retention"]
+    summary["win_share"] = np.where(summary["policy"] == "mlp_minus_linear", float((diff > 0).mean()), np.nan)
+    return RealDataResult(summary, per_split, info={**ds.stats(), "regime": regime})
+
+
+def keep_fraction_sweep(dataset="locomo", fractions=SWEEP_FRACTIONS, n_splits: int = 20, seed: int = 0,
+                        quick: bool = False, limit: int | None = None, progress: bool = False) -> RealDataResult:
+    """Figure 3: blind retention against the keep fraction.
+
+    Policies: learned_V, uniform_V, the best single factor (chosen on each split's
+    training cases, named in ``factor``), reliability_only and recency_only.
+    """
+    from tqdm.auto import tqdm
+
+    from memlib.policies import SINGLE_FACTOR
+
+    fractions = [check_fraction("keep_fraction", f) for f in fractions]
+    if not fractions:
+        from memlib._checks import ParameterError
+
+        raise ParameterError("fractions must hold at least one keep fraction")
+    ds, anns = load_regimes(dataset, quick=quick, limit=limit, progress=progress)
+    cases = anns["blind"].cases
+    splits = group_splits(cases.groups, n_splits, seed)
+    learn_seeds = np.random.SeedSequence(seed).generate_state(n_splits)
+    live = cases.live_factors
+    singles = [p for p, f in SINGLE_FACTOR.items() if live[FACTORS.index(f)]]
+    rows = []
+    bar = tqdm(total=len(fractions) * n_splits, desc="sweep", disable=not progress)
+    for kappa in fractions:
+        for s, (tr, te) in enumerate(splits):
+            train, test = cases.subset(tr), cases.subset(te)
+            ev_tr, ev_te = RetentionEvaluator(train, kappa), RetentionEvaluator(test, kappa)
+            lin = hill_climb(ev_tr.objective, train.live_factors, seed=int(learn_seeds[s]), **learner_settings(quick))
+            best = max(singles, key=lambda p: ev_tr.mean(policy_scores(p, train)))
+            for name, label in (("learned_V", "learned_V"), ("uniform_V", "uniform_V"),
+                                (best, "best_single_factor"), ("reliability_only", "reliability_only"),
+                                ("recency_only", "recency_only")):
+                rows.append({"policy": label, "factor": name if label == "best_single_factor" else "",
+                             "regime": "blind", "keep_fraction": kappa, "split": s,
+                             "retention": ev_te.mean(policy_scores(name, test, weights=lin.weights))})
+            bar.update()
+    bar.close()
+    per_split = pd.DataFrame(rows)
+    summary = _summarise(per_split, ["policy", "regime", "keep_fraction"])
+    chosen = (per_split[per_split["policy"] == "best_single_factor"].groupby("keep_fraction")["factor"]
+              .agg(lambda x: x.value_counts().index[0]))
+    summary["factor"] = summary.apply(lambda r: chosen.get(r["keep_fraction"], "")
+                                      if r["policy"] == "best_single_factor" else "", axis=1)
+    return RealDataResult(summary, per_split, info=ds.stats())

@@ -35,11 +35,12 @@ import numpy as np
 from memlib import FACTORS
 from memlib._checks import ParameterError, check_int, check_positive
 
-#: Default search settings (the paper does not publish T, sigma0 or gamma).
-N_ITER = 300
+#: Default search settings (the paper does not publish T, sigma0 or gamma). On LoCoMo, 300
+#: iterations x 3 restarts reached the same training return as these (benchmarks/objective.py).
+N_ITER = 200
 SIGMA0 = 0.5
 GAMMA = 0.99
-RESTARTS = 3
+RESTARTS = 2
 
 
 @dataclass
@@ -130,3 +131,66 @@ def hill_climb(
         if r_star > best_r:
             best_w, best_r = w, r_star
     return LearnResult(best_w, best_r, histories, finals, n_eval)
+
+
+def fit_mlp(cases, columns, hidden=(16, 16), epochs: int = 200, lr: float = 0.01, n_negatives: int = 16,
+            seed: int = 0):
+    """Train a small MLP value ``g_theta(f)`` with a pairwise logistic ranking loss.
+
+    Within each training case every gold turn is paired with ``n_negatives``
+    non-gold turns of the same history (drawn afresh each epoch); the loss is
+    ``softplus(-(g(f_gold) - g(f_other)))``, i.e. gold should rank above non-gold.
+    Full-batch Adam on the CPU.
+
+    Parameters
+    ----------
+    cases : CaseSet
+        Training cases.
+    columns : array_like of bool, shape (7,)
+        Factor columns the network reads (the live factors).
+
+    Returns
+    -------
+    callable
+        ``score(factors)`` mapping an array (..., 7) to scores (...).
+    """
+    import torch
+
+    epochs = check_int("epochs", epochs, minimum=1)
+    n_negatives = check_int("n_negatives", n_negatives, minimum=1)
+    columns = np.asarray(columns, dtype=bool)
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    d = int(columns.sum())
+    layers, width = [], d
+    for h in hidden:
+        layers += [torch.nn.Linear(width, h), torch.nn.ReLU()]
+        width = h
+    layers.append(torch.nn.Linear(width, 1))
+    net = torch.nn.Sequential(*layers)
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
+
+    F = torch.from_numpy(np.ascontiguousarray(cases.factors[..., columns], dtype=np.float32))
+    gh = cases.case_haystack[cases.gold_case]
+    gp = cases.gold_pos
+    N = cases.factors.shape[1]
+    gold_keys = np.unique(cases.gold_case * N + gp)
+    lengths = cases.length[gh]
+    for _ in range(epochs):
+        neg = (rng.random((len(gp), n_negatives)) * lengths[:, None]).astype(np.int64)
+        ok = ~np.isin(cases.gold_case[:, None] * N + neg, gold_keys)
+        rows = np.repeat(np.arange(len(gp)), n_negatives)[ok.ravel()]
+        s_gold = net(F[gh[rows], gp[rows]]).squeeze(-1)
+        s_neg = net(F[gh[rows], neg.ravel()[ok.ravel()]]).squeeze(-1)
+        loss = torch.nn.functional.softplus(-(s_gold - s_neg)).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    net.eval()
+
+    def score(factors) -> np.ndarray:
+        X = torch.from_numpy(np.ascontiguousarray(np.asarray(factors)[..., columns], dtype=np.float32))
+        with torch.no_grad():
+            return net(X).squeeze(-1).numpy()
+
+    return score

@@ -5,10 +5,16 @@ higher scores are kept first. ``learned_V`` and ``uniform_V`` are the linear
 value with learned or unit weights; ``<factor>_only`` ranks by one factor;
 ``recency_only`` by turn time; ``random`` by a seeded uniform draw.
 
+A single factor can be coarse (reliability takes a handful of values), and the
+retention metric never lets a tie favour gold. So a single-factor policy says
+how *it* breaks ties: at random (seeded), by adding a jitter far below the
+smallest gap between distinct factor values (``1e-9``, in float64). Without
+it a coarse factor would be scored as if it always lost its ties.
+
 >>> import numpy as np
 >>> from memlib.metrics import CaseSet
 >>> cs = CaseSet.from_cases([np.eye(7)[[5, 0]]], [np.array([0.0, 1.0])], gold=[[0]])
->>> policy_scores("reliability_only", cs).tolist()
+>>> policy_scores("reliability_only", cs).round(6).tolist()
 [[1.0, 0.0]]
 >>> policy_scores("recency_only", cs).tolist()
 [[0.0, 1.0]]
@@ -38,7 +44,11 @@ POLICIES = ("learned_V", "uniform_V", *SINGLE_FACTOR, "recency_only", "random")
 REGIME_FREE = ("recency_only", "random")
 
 
-def policy_scores(name: str, cases: CaseSet, weights=None, seed: int | None = None) -> np.ndarray:
+#: Size of the random tie-breaking jitter of single-factor policies.
+TIE_JITTER = 1e-9
+
+
+def policy_scores(name: str, cases: CaseSet, weights=None, seed: int = 0) -> np.ndarray:
     """Scores of policy ``name`` for every haystack turn, shape (G, N).
 
     Parameters
@@ -48,8 +58,8 @@ def policy_scores(name: str, cases: CaseSet, weights=None, seed: int | None = No
     cases : CaseSet
     weights : array_like, shape (7,), optional
         Required for ``learned_V``.
-    seed : int, optional
-        Seed of the ``random`` policy.
+    seed : int
+        Seed of the ``random`` policy and of single-factor tie-breaking.
     """
     check_choice("policy", name, POLICIES)
     if name == "learned_V":
@@ -59,8 +69,8 @@ def policy_scores(name: str, cases: CaseSet, weights=None, seed: int | None = No
     elif name == "uniform_V":
         w = np.ones(len(FACTORS))
     elif name in SINGLE_FACTOR:
-        w = np.zeros(len(FACTORS))
-        w[FACTORS.index(SINGLE_FACTOR[name])] = 1.0
+        f = cases.factors[..., FACTORS.index(SINGLE_FACTOR[name])].astype(np.float64)
+        return f + TIE_JITTER * np.random.default_rng(seed).random(f.shape)
     elif name == "recency_only":
         return cases.time.astype(np.float64, copy=True)
     else:  # random
