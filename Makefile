@@ -27,7 +27,10 @@ install: $(STAMP)
 ## Run every study headlessly; one JSON table per study in results/.
 studies: install
 	mkdir -p results
-	$(PY) -m memlib study synthetic --json > results/synthetic.json.tmp && mv results/synthetic.json.tmp results/synthetic.json
+	for study in synthetic oracle-blind mlp sweep; do \
+	  echo "study $$study"; \
+	  $(PY) -m memlib study $$study --json > results/$$study.json.tmp && mv results/$$study.json.tmp results/$$study.json || exit 1; \
+	done
 
 ## Build the book into _build/html (re-executes every notebook; any failing cell fails the build).
 book: install

@@ -155,7 +155,7 @@ def embed(texts, max_seq_length: int = 256, batch_size: int = 64, cache: Embeddi
     if len(missing):
         model = load_model(max_seq_length)
         order = missing[np.argsort([-len(uniq[i]) for i in missing], kind="stable")]
-        from tqdm.auto import tqdm
+        from tqdm import tqdm
 
         bar = tqdm(total=len(order), desc="embedding", unit="text", disable=not progress)
         for start in range(0, len(order), SHARD_SIZE):

@@ -261,7 +261,7 @@ def evaluate_splits(regimes: dict, keep_fraction: float = 0.3, n_splits: int = 2
     weights : DataFrame
         ``regime, split, factor, weight``.
     """
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     from memlib._checks import check_choice
     from memlib.policies import POLICIES
@@ -352,7 +352,7 @@ def mlp_ablation(dataset="locomo", keep_fraction: float = 0.3, n_splits: int = 2
     cases. ``summary`` has rows ``learned_V``, ``mlp`` and ``mlp_minus_linear``
     (the paired per-split difference; ``win_share`` is the share of splits the MLP wins).
     """
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     from memlib._checks import check_choice
     from memlib.learning import fit_mlp
@@ -393,7 +393,7 @@ def keep_fraction_sweep(dataset="locomo", fractions=SWEEP_FRACTIONS, n_splits: i
     Policies: learned_V, uniform_V, the best single factor (chosen on each split's
     training cases, named in ``factor``), reliability_only and recency_only.
     """
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     from memlib.policies import SINGLE_FACTOR
 
@@ -431,3 +431,34 @@ def keep_fraction_sweep(dataset="locomo", fractions=SWEEP_FRACTIONS, n_splits: i
     summary["factor"] = summary.apply(lambda r: chosen.get(r["keep_fraction"], "")
                                       if r["policy"] == "best_single_factor" else "", axis=1)
     return RealDataResult(summary, per_split, info=ds.stats())
+
+
+def table3(summary: pd.DataFrame, dataset: str) -> pd.DataFrame:
+    """Table 3 layout: one row per policy, ``oracle_mean/std`` and ``blind_mean/std`` columns.
+
+    When ``dataset`` is the paper's (LongMemEval-S), ``paper_oracle`` and
+    ``paper_blind`` columns hold the paper's means for comparison.
+    """
+    from memlib import paper
+
+    wide = summary.pivot_table(index="policy", columns="regime", values=["mean", "std"], sort=False)
+    wide.columns = [f"{regime}_{stat}" for stat, regime in wide.columns]
+    order = [p for p in REAL_POLICIES if p in wide.index]
+    cols = [c for c in ("oracle_mean", "oracle_std", "blind_mean", "blind_std") if c in wide.columns]
+    out = wide.reindex(order)[cols].reset_index()
+    if dataset == paper.PAPER_DATASET:
+        out["paper_oracle"] = out["policy"].map(lambda p: paper.PAPER_TABLE3.get(p, {}).get("oracle", (np.nan,))[0])
+        out["paper_blind"] = out["policy"].map(lambda p: paper.PAPER_TABLE3.get(p, {}).get("blind", (np.nan,))[0])
+    return out
+
+
+def mean_weights(weights: pd.DataFrame, dataset: str) -> pd.DataFrame:
+    """Mean and std of the learned weights per factor and regime (plus the paper's blind means)."""
+    from memlib import paper
+
+    out = weights.pivot_table(index="factor", columns="regime", values="weight", aggfunc=["mean", "std"], sort=False)
+    out.columns = [f"{regime}_{stat}" for stat, regime in out.columns]
+    out = out.reindex(list(FACTORS)).reset_index()
+    if dataset == paper.PAPER_DATASET:
+        out["paper_blind"] = out["factor"].map(paper.PAPER_BLIND_WEIGHTS)
+    return out

@@ -148,7 +148,7 @@ def sweep(md_path, grid: dict, out_dir="results/sweeps", progress: bool = True):
     import json
 
     import pandas as pd
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     from memlib._checks import ParameterError
 

@@ -89,3 +89,54 @@ def gold_percentile_bars(summary: pd.DataFrame) -> alt.Chart:
     )
     chance = alt.Chart(pd.DataFrame({"x": [0.5]})).mark_rule(strokeDash=[4, 4]).encode(x="x:Q")
     return (bars + chance).properties(width=380, height=80, title="Where gold turns rank by goal relevance")
+
+
+def regime_bars(summary: pd.DataFrame, title: str = "Gold retention: oracle vs blind") -> alt.Chart:
+    """Figure 2: grouped bars of mean retention per policy and regime, with +-1 std rules."""
+    d = summary.assign(lo=summary["mean"] - summary["std"], hi=summary["mean"] + summary["std"])
+    order = list(dict.fromkeys(d["policy"]))
+    base = alt.Chart(d).encode(
+        x=alt.X("policy:N", sort=order, title=None, axis=alt.Axis(labelAngle=-30)),
+        xOffset=alt.XOffset("regime:N", sort=["oracle", "blind"]),
+    )
+    bars = base.mark_bar().encode(
+        y=alt.Y("mean:Q", scale=alt.Scale(domain=[0, 1]), title="gold retention (mean over splits)"),
+        color=alt.Color("regime:N", sort=["oracle", "blind"], scale=alt.Scale(range=["#bab0ac", "#4c78a8"])),
+    )
+    err = base.mark_rule(color="black").encode(y="lo:Q", y2="hi:Q")
+    return (bars + err).properties(width=460, height=260, title=title)
+
+
+def weight_spread(weights: pd.DataFrame, title: str = "Learned weights over splits") -> alt.Chart:
+    """Learned weights per factor and regime: a dot per split and the mean as a tick."""
+    d = weights[weights.groupby("factor")["weight"].transform("max") > 0]
+    dots = alt.Chart(d).mark_circle(opacity=0.4, size=30).encode(
+        x=alt.X("weight:Q"), y=alt.Y("factor:N", title=None), color=alt.Color("regime:N"),
+        yOffset=alt.YOffset("regime:N"))
+    means = alt.Chart(d).mark_tick(thickness=3, size=14, color="black").encode(
+        x="mean(weight):Q", y="factor:N", yOffset=alt.YOffset("regime:N"))
+    return (dots + means).properties(width=420, height=180, title=title)
+
+
+def sweep_lines(summary: pd.DataFrame, title: str = "Keep-fraction sweep (blind)") -> alt.Chart:
+    """Figure 3: mean retention against keep fraction per policy, with a +-1 std band."""
+    d = summary.assign(lo=summary["mean"] - summary["std"], hi=summary["mean"] + summary["std"])
+    base = alt.Chart(d).encode(x=alt.X("keep_fraction:Q", title="keep fraction", scale=alt.Scale(zero=False)),
+                               color=alt.Color("policy:N"))
+    band = base.mark_area(opacity=0.15).encode(y="lo:Q", y2="hi:Q")
+    line = base.mark_line(point=True).encode(y=alt.Y("mean:Q", title="gold retention", scale=alt.Scale(domain=[0, 1])))
+    return (band + line).properties(width=440, height=280, title=title)
+
+
+def paired_splits(per_split: pd.DataFrame, a: str = "learned_V", b: str = "mlp",
+                  title: str = "Per split: linear value vs MLP") -> alt.Chart:
+    """One point per split: retention of policy ``a`` (x) against policy ``b`` (y), with the diagonal."""
+    wide = per_split.pivot_table(index="split", columns="policy", values="retention").reset_index()
+    lo = float(min(wide[a].min(), wide[b].min())) - 0.01
+    hi = float(max(wide[a].max(), wide[b].max())) + 0.01
+    pts = alt.Chart(wide).mark_circle(size=60).encode(
+        x=alt.X(f"{a}:Q", scale=alt.Scale(domain=[lo, hi]), title=f"{a} retention"),
+        y=alt.Y(f"{b}:Q", scale=alt.Scale(domain=[lo, hi]), title=f"{b} retention"))
+    diag = alt.Chart(pd.DataFrame({"x": [lo, hi], "y": [lo, hi]})).mark_line(strokeDash=[4, 4], color="grey").encode(
+        x="x:Q", y="y:Q")
+    return (diag + pts).properties(width=300, height=300, title=title)

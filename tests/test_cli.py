@@ -40,3 +40,73 @@ def test_bad_parameters_give_one_clear_line(args, message):
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in out.stderr
+
+
+def test_oracle_blind_on_a_longmemeval_schema_file(tmp_path):
+    from fixtures import longmemeval_records, write_longmemeval
+
+    recs = longmemeval_records()
+    # more usable questions so a split has cases on both sides
+    for i in range(4):
+        r = dict(recs[i % 2], question_id=f"extra{i}")
+        recs.append(r)
+    path = write_longmemeval(tmp_path / "lme.json", recs)
+    out = run("study", "oracle-blind", "--dataset", str(path), "--quick", "--n-splits", "2", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    got = {(r["policy"], r["regime"]) for r in rows}
+    for p in ("learned_V", "uniform_V", "self_only", "reliability_only", "goal_only", "emotion_only"):
+        assert (p, "blind") in got and (p, "oracle") in got
+    assert ("recency_only", "blind") in got and ("random", "blind") in got
+    assert ("recency_only", "oracle") not in got
+    assert all({"policy", "regime", "keep_fraction", "mean", "std"} <= set(r) for r in rows)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["study", "oracle-blind", "--dataset", "nope"], "unknown dataset 'nope'"),
+        (["study", "oracle-blind", "--n-splits", "1"], "n_splits must be an integer >= 2, got 1"),
+        (["study", "mlp", "--keep-fraction", "1"], "keep_fraction must be in (0, 1), got 1.0"),
+        (["study", "sweep", "--n-train", "3"], "--n-train applies to the synthetic study only"),
+    ],
+)
+def test_real_study_errors(args, message):
+    out = run(*args)
+    assert out.returncode == 2, out.stdout
+    assert message in out.stderr and "Traceback" not in out.stderr
+
+
+def test_too_few_cases_to_split(tmp_path):
+    from fixtures import write_longmemeval
+
+    out = run("study", "oracle-blind", "--dataset", str(write_longmemeval(tmp_path / "lme.json")),
+              "--quick", "--n-splits", "2", "--json")
+    # 2 usable questions = 2 groups: splittable; one usable question is not
+    assert out.returncode == 0, out.stderr
+    from fixtures import longmemeval_records
+
+    one = write_longmemeval(tmp_path / "one.json", longmemeval_records()[:1])
+    out = run("study", "oracle-blind", "--dataset", str(one), "--quick", "--json")
+    assert out.returncode == 2
+    assert "too few usable cases to split: 1 cases in 1 group(s)" in out.stderr
+
+
+def test_sweep_runs_a_notebook_grid(tmp_path):
+    nb = tmp_path / "01_tiny.md"
+    nb.write_text(
+        "---\njupytext:\n  text_representation: {extension: .md, format_name: myst}\n"
+        "kernelspec: {display_name: Python 3, language: python, name: python3}\n---\n"
+        "# Tiny\n\n```{code-cell} ipython3\n:tags: [parameters]\nseed = 0\nscale = 1.0\n```\n\n"
+        "```{code-cell} ipython3\nimport pandas as pd\nfrom memlib.notebooks import emit_results\n"
+        "emit_results(pd.DataFrame({'policy': ['a'], 'retention': [seed * scale]}))\n```\n")
+    out = run("sweep", str(nb), "-p", "seed", "1", "2", "-p", "scale", "0.5", "--out", str(tmp_path / "out"))
+    assert out.returncode == 0, out.stderr
+    import pandas as pd
+
+    table = pd.read_csv(tmp_path / "out" / "01_tiny" / "results.csv")
+    assert sorted(table["retention"]) == [0.5, 1.0]
+    assert set(table["param_seed"]) == {1, 2}
+    assert len(list((tmp_path / "out" / "01_tiny").glob("*.ipynb"))) == 2
+    bad = run("sweep", str(nb), "-p", "nosuch", "1", "--out", str(tmp_path / "out"))
+    assert bad.returncode == 2 and "unknown parameter(s) nosuch" in bad.stderr
