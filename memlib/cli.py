@@ -19,7 +19,7 @@ import pandas as pd
 from memlib._checks import ParameterError
 from memlib.datasets import DatasetError
 
-STUDIES = ("synthetic", "oracle-blind", "mlp", "sweep")
+STUDIES = ("synthetic", "oracle-blind", "mlp", "sweep", "stream")
 
 
 def _table_to_json(table: pd.DataFrame) -> str:
@@ -52,6 +52,12 @@ def _run_study(args) -> pd.DataFrame:
         return experiments.oracle_vs_blind(**kw).summary
     if args.study == "mlp":
         return experiments.mlp_ablation(**kw).summary
+    if args.study == "stream":
+        if "n_splits" in kw:
+            raise ParameterError("--n-splits does not apply to the stream study")
+        if "keep_fraction" in kw:
+            kw["budgets"] = [kw.pop("keep_fraction")]
+        return experiments.stream(**kw).table
     if "keep_fraction" in kw:
         kw["fractions"] = [kw.pop("keep_fraction")]
     return experiments.keep_fraction_sweep(**kw).summary
@@ -95,7 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("study", help=f"one of: {', '.join(STUDIES)}")
     s.add_argument("--seed", type=int, default=0, help="random seed (>= 0), default 0")
     s.add_argument("--quick", action="store_true", help="cheaper settings for smoke tests")
-    s.add_argument("--keep-fraction", type=float, default=None, help="share of turns kept, in (0, 1)")
+    s.add_argument("--keep-fraction", type=float, default=None,
+                   help="share of turns kept, in (0, 1) (stream: the memory budget as a share of the history)")
     s.add_argument("--dataset", default="locomo",
                    help="real-data studies: a dataset name or a path to a LongMemEval-schema / JSONL file")
     s.add_argument("--n-splits", type=int, default=None, help="real-data studies: resampled splits (>= 2)")

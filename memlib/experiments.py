@@ -462,3 +462,234 @@ def mean_weights(weights: pd.DataFrame, dataset: str) -> pd.DataFrame:
     if dataset == paper.PAPER_DATASET:
         out["paper_blind"] = out["factor"].map(paper.PAPER_BLIND_WEIGHTS)
     return out
+
+
+# --------------------------------------------------------------------------- streaming (encode -> forget -> retrieve)
+
+#: Policies of the streaming comparison (see :mod:`memlib.baselines`).
+STREAM_POLICIES = ("learned_V", "learned_V_keep", "generative_agents", "memorybank", "memgpt_fifo", "recency",
+                   "rag_unbounded")
+STREAM_BUDGETS = (0.1, 0.3, 0.5)
+STREAM_KS = (5, 10, 30)
+
+
+def make_policy(name: str, beta: float = 1.0):
+    """A store policy by name: ``learned_V`` (eq. 3), ``learned_V_keep`` (drop lowest V) or a baseline."""
+    from memlib import baselines, store
+    from memlib._checks import check_choice
+
+    check_choice("policy", name, STREAM_POLICIES)
+    return {
+        "learned_V": lambda: store.ValuePolicy(beta=beta),
+        "learned_V_keep": lambda: store.ValuePolicy(keep_top_value=True),
+        "generative_agents": baselines.GenerativeAgentsPolicy,
+        "memorybank": baselines.MemoryBankPolicy,
+        "memgpt_fifo": baselines.FIFOPolicy,
+        "recency": baselines.RecencyPolicy,
+        "rag_unbounded": baselines.UnboundedRAGPolicy,
+    }[name]()
+
+
+def _budget_count(budget, n_turns: int) -> int:
+    """A budget given as a share of the history (float in (0, 1)) or as an absolute count (int >= 1)."""
+    if isinstance(budget, (int, np.integer)) and not isinstance(budget, bool):
+        return check_int("budget", int(budget), minimum=1)
+    return max(1, int(np.ceil(check_fraction("budget", budget) * n_turns - 1e-9)))
+
+
+def replay(ds, rows: np.ndarray, weights, policy, budget: int, E: np.ndarray, emotion: np.ndarray,
+           stats: dict | None = None):
+    """Replay one history into a fresh :class:`~memlib.store.MemoryStore`, consolidating at session ends.
+
+    ``rows`` are the history's rows of ``ds.turns`` in time order; item ids in the
+    store are positions in ``rows``. Returns the store after the last session.
+    """
+    from memlib.store import MemoryStore
+
+    st = MemoryStore(weights=weights, policy=policy)
+    turns = ds.turns
+    ts = ((turns["timestamp"].to_numpy()[rows] - np.datetime64("1970-01-01")) / np.timedelta64(1, "D")).astype(float)
+    roles = turns["role"].to_numpy()[rows]
+    speakers = turns["speaker"].to_numpy()[rows]
+    texts = turns["text"].to_numpy()[rows]
+    sess = turns["session"].to_numpy()[rows]
+    peak = 0
+    for i in range(len(rows)):
+        st.add(texts[i], role=roles[i], time=ts[i], speaker=speakers[i], session=sess[i],
+               embedding=E[rows[i]], emotion=float(emotion[rows[i]]))
+        if i == len(rows) - 1 or sess[i + 1] != sess[i]:
+            peak = max(peak, len(st))
+            st.consolidate(budget, now=ts[i])
+    if stats is not None:
+        stats["peak_items"] = max(stats.get("peak_items", 0), peak)
+    return st
+
+
+@dataclass
+class StreamResult:
+    """Result of :func:`stream`.
+
+    Attributes
+    ----------
+    table : DataFrame
+        ``policy, budget, k, retention, recall_any, recall_all, ndcg, n_questions`` (means over questions).
+    per_question : DataFrame
+        One row per (policy, budget, question) with retention and metrics at each k.
+    weights : DataFrame
+        Learned weights used for ``learned_V`` per fold and budget (learned on the other fold).
+    info : dict
+    """
+
+    table: pd.DataFrame
+    per_question: pd.DataFrame
+    weights: pd.DataFrame
+    info: dict = field(default_factory=dict)
+
+
+def stream(dataset="locomo", budgets=STREAM_BUDGETS, ks=STREAM_KS, policies=STREAM_POLICIES, seed: int = 0,
+           beta: float = 1.0, quick: bool = False, limit: int | None = None, progress: bool = False) -> StreamResult:
+    """Encode -> forget -> retrieve over time, against published memory policies.
+
+    Every history (a LoCoMo conversation, a LongMemEval question's haystack) is
+    replayed session by session into a store with a fixed budget (a share of the
+    history's turns, or an absolute count) and consolidated at each session end.
+    After the last session each question is asked: gold *retention* is the share
+    of its gold turns still stored; *recall_any@k*, *recall_all@k* and *ndcg@k*
+    score the store's ranking for the question (LongMemEval's definitions, with
+    the whole history's gold as the ideal, so forgotten gold counts as missed).
+    Questions are asked on a snapshot (no retrieval-count updates between them).
+
+    The weights of ``learned_V`` are learned with the blind keep/drop objective on
+    the *other* half of the histories (a two-fold split by group), at a keep
+    fraction equal to the budget share, so no test question informs them.
+    """
+    from tqdm import tqdm
+
+    from memlib.embeddings import embed
+    from memlib.factors import emotion_and_valence
+    from memlib.metrics import retrieval_metrics
+    from memlib.store import valence
+
+    seed = check_int("seed", seed, minimum=0)
+    ks = [check_int("k", k, minimum=1) for k in ks]
+    budgets = list(budgets)
+    if not budgets:
+        from memlib._checks import ParameterError
+
+        raise ParameterError("budgets must hold at least one budget")
+    for p in policies:
+        make_policy(p, beta)
+    ds, anns = load_regimes(dataset, quick=quick, limit=limit, progress=progress)
+    blind = anns["blind"].cases
+    usable = ds.usable()
+    cases = usable.cases
+
+    # embeddings and text-level factors, from the caches the annotation filled
+    used_rows = np.unique(np.concatenate([usable.haystack_rows(c) for c in range(len(cases))]))
+    text_ids = ds.turns["text_id"].to_numpy()
+    uniq = np.unique(text_ids[used_rows])
+    E_text = np.zeros((len(ds.texts), 384), np.float32)
+    E_text[uniq] = embed([ds.texts[i] for i in uniq], progress=progress)
+    E = E_text[text_ids]
+    emo_text = np.zeros(len(ds.texts))
+    emo_text[uniq] = emotion_and_valence([ds.texts[i] for i in uniq])[0]
+    emotion = emo_text[text_ids]
+    Q = embed(cases["question"].tolist(), progress=progress)
+    q_val = valence(cases["question"].tolist())
+
+    # two folds of groups; learned_V for a history uses weights learned on the other fold
+    groups = cases["group"].to_numpy()
+    uniq_groups = np.random.default_rng(seed).permutation(np.unique(groups))
+    fold_of_group = {g: i % 2 for i, g in enumerate(uniq_groups)}
+    fold = np.array([fold_of_group[g] for g in groups])
+    mean_len = float(np.mean(blind.length))
+    wrows, weights = [], {}
+    for b in budgets:
+        share = b if not isinstance(b, (int, np.integer)) else min(max(b / mean_len, 1e-3), 0.999)
+        share = check_fraction("budget", share)
+        for f in (0, 1):
+            train_idx = np.flatnonzero(fold != f)
+            if len(train_idx) == 0:
+                train_idx = np.flatnonzero(fold == f)  # a single group: learn on itself (reported in info)
+            train = blind.subset(train_idx)
+            res = hill_climb(RetentionEvaluator(train, share).objective, train.live_factors,
+                             seed=seed, **learner_settings(quick))
+            weights[(b, f)] = res.weights
+            wrows += [{"budget": b, "fold": f, "factor": fac, "weight": w} for fac, w in zip(FACTORS, res.weights)]
+
+    histories: dict = {}
+    for c, hay in enumerate(cases["haystack"]):
+        histories.setdefault(hay, []).append(c)
+    rows = []
+    stats: dict = {}
+    total = len(histories) * len(policies) * len(budgets)
+    bar = tqdm(total=total, desc="replay", disable=not progress)
+    for hay, case_list in histories.items():
+        hrows = usable.haystack_rows(case_list[0])
+        pos_of_row = {r: i for i, r in enumerate(hrows)}
+        golds = [{pos_of_row[g] for g in cases["gold"].iloc[c]} for c in case_list]
+        for b in budgets:
+            count = _budget_count(b, len(hrows))
+            for name in policies:
+                w = weights[(b, fold[case_list[0]])] if name.startswith("learned_V") else np.ones(len(FACTORS))
+                policy = make_policy(name, beta)
+                st = replay(ds, hrows, w, policy, count, E, emotion, stats if policy.bounded else None)
+                kept = set(st.ids)
+                ids = np.asarray(st.ids)
+                for c, gold in zip(case_list, golds):
+                    ranking = ids[st.rank(Q[c], q_val[c])]
+                    row = {"policy": name, "budget": b, "case_id": cases["case_id"].iloc[c],
+                           "group": groups[c], "retention": len(gold & kept) / len(gold),
+                           "stored": len(st), "history": len(hrows)}
+                    for k in ks:
+                        ra, rall, nd = retrieval_metrics(ranking, gold, k=k)
+                        row.update({f"recall_any@{k}": ra, f"recall_all@{k}": rall, f"ndcg@{k}": nd})
+                    rows.append(row)
+                bar.update()
+    bar.close()
+    per_q = pd.DataFrame(rows)
+    long = []
+    for k in ks:
+        g = per_q.groupby(["policy", "budget"], sort=False)
+        agg = g.agg(retention=("retention", "mean"), recall_any=(f"recall_any@{k}", "mean"),
+                    recall_all=(f"recall_all@{k}", "mean"), ndcg=(f"ndcg@{k}", "mean"),
+                    n_questions=("case_id", "count")).reset_index()
+        long.append(agg.assign(k=k))
+    table = pd.concat(long, ignore_index=True)[["policy", "budget", "k", "retention", "recall_any", "recall_all",
+                                                 "ndcg", "n_questions"]]
+    info = {**ds.stats(), "histories": len(histories), "beta": beta,
+            "peak_items": stats.get("peak_items", 0),  # largest bounded store at a session end, before forgetting
+            "max_history": int(per_q["history"].max())}
+    return StreamResult(table, per_q, pd.DataFrame(wrows), info)
+
+
+def store_demo(dataset="locomo", budget: float = 0.3, beta: float = 1.0, quick: bool = False, seed: int = 0):
+    """Replay the first conversation into a value-driven store, with weights learned on the others.
+
+    Returns ``(ds, store, info)``; ``info`` has the learned weights, the budget
+    and the history's questions (rows of ``ds.cases``) with their gold positions.
+    """
+    from memlib.embeddings import embed
+    from memlib.factors import emotional_intensity
+    from memlib.store import ValuePolicy
+
+    ds, anns = load_regimes(dataset, quick=quick)
+    usable = ds.usable()
+    blind = anns["blind"].cases
+    first = usable.cases["group"].iloc[0]
+    others = np.flatnonzero(blind.groups != first)
+    train = blind.subset(others if len(others) else np.arange(blind.n_cases))
+    learned = hill_climb(RetentionEvaluator(train, budget).objective, train.live_factors, seed=seed,
+                         **learner_settings(quick))
+    rows = usable.haystack_rows(0)
+    texts = ds.turns["text"].to_numpy()[rows].tolist()
+    E = np.zeros((len(ds.turns), 384), np.float32)
+    E[rows] = embed(texts, progress=False)
+    emotion = np.zeros(len(ds.turns))
+    emotion[rows] = emotional_intensity(texts)
+    store = replay(ds, rows, learned.weights, ValuePolicy(beta=beta), _budget_count(budget, len(rows)), E, emotion)
+    questions = usable.cases[usable.cases["group"] == first]
+    pos = {r: i for i, r in enumerate(rows)}
+    questions = questions.assign(gold_positions=[tuple(pos[g] for g in gold) for gold in questions["gold"]])
+    return ds, store, {"weights": learned.weights, "budget": _budget_count(budget, len(rows)),
+                       "history": len(rows), "questions": questions, "trained_on_groups": int(len(np.unique(blind.groups[others])))}

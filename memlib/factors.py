@@ -77,20 +77,27 @@ def _vader():
     return _VADER
 
 
-def emotional_intensity(texts) -> np.ndarray:
-    """``|VADER compound| * arousal`` for each text, in [0, 1] (see module docstring)."""
+def emotion_and_valence(texts) -> tuple[np.ndarray, np.ndarray]:
+    """Emotional intensity (see module docstring) and VADER compound valence of each text."""
     from vaderSentiment.vaderSentiment import BOOSTER_DICT
 
     sia = _vader()
-    out = np.empty(len(texts))
+    intensity = np.empty(len(texts))
+    compound = np.empty(len(texts))
     for i, t in enumerate(texts):
-        valence = abs(sia.polarity_scores(t)["compound"])
-        if valence == 0.0:
-            out[i] = 0.0
+        c = sia.polarity_scores(t)["compound"]
+        compound[i] = c
+        if c == 0.0:
+            intensity[i] = 0.0
             continue
         cues = t.count("!") + len(_CAPS.findall(t)) + sum(w in BOOSTER_DICT for w in _WORDS.findall(t.lower()))
-        out[i] = valence * (0.5 + 0.5 * min(1.0, cues / 3.0))
-    return out
+        intensity[i] = abs(c) * (0.5 + 0.5 * min(1.0, cues / 3.0))
+    return intensity, compound
+
+
+def emotional_intensity(texts) -> np.ndarray:
+    """``|VADER compound| * arousal`` for each text, in [0, 1] (see module docstring)."""
+    return emotion_and_valence(texts)[0]
 
 
 def reliability(roles, texts) -> np.ndarray:

@@ -402,3 +402,47 @@ def paired_bootstrap(gaps, n_boot: int = 1000, seed: int = 0, groups=None) -> tu
         means = sums[pick].sum(axis=1) / counts[pick].sum(axis=1)
     lo, hi = np.percentile(means, [2.5, 97.5])
     return float(g.mean()), float(lo), float(hi)
+
+
+def dcg(relevances, k: int) -> float:
+    """Discounted cumulative gain at ``k`` as LongMemEval defines it.
+
+    Source: xiaowu0162/LongMemEval, ``src/retrieval/eval_utils.py`` (``dcg``): the
+    first relevance counts in full, the one at rank ``i >= 2`` is divided by
+    ``log2(i)``.
+
+    >>> bool(dcg([1, 1, 1], 3) == 1 + 1 + 1 / np.log2(3))
+    True
+    """
+    r = np.asarray(relevances, dtype=float)[:k]
+    if not r.size:
+        return 0.0
+    return float(r[0] + np.sum(r[1:] / np.log2(np.arange(2, r.size + 1))))
+
+
+def retrieval_metrics(ranking, gold, n_corpus_gold: int | None = None, k: int = 10) -> tuple[float, float, float]:
+    """``recall_any@k``, ``recall_all@k`` and ``ndcg@k`` as in LongMemEval's ``evaluate_retrieval``.
+
+    Parameters
+    ----------
+    ranking : sequence
+        Retrieved item ids, best first (only retained items can appear).
+    gold : collection
+        The question's gold item ids over its *whole* history, forgotten or not.
+    n_corpus_gold : int, optional
+        Number of gold items for the ideal DCG (default ``len(gold)``). Using the
+        full history's gold means a forgotten gold turn counts as a miss, where
+        LongMemEval (which never forgets) computes the ideal over its corpus.
+
+    >>> retrieval_metrics([7, 3, 9], gold={3, 4}, k=2)
+    (1.0, 0.0, 0.5)
+    """
+    gold = set(gold)
+    if not gold:
+        raise ParameterError("retrieval_metrics needs at least one gold item")
+    top = list(ranking)[:k]
+    hit = [1.0 if x in gold else 0.0 for x in top]
+    recall_any = float(any(hit))
+    recall_all = float(gold <= set(top))
+    ideal = dcg([1.0] * (len(gold) if n_corpus_gold is None else n_corpus_gold), k)
+    return recall_any, recall_all, (dcg(hit, k) / ideal if ideal else 0.0)

@@ -140,3 +140,17 @@ def paired_splits(per_split: pd.DataFrame, a: str = "learned_V", b: str = "mlp",
     diag = alt.Chart(pd.DataFrame({"x": [lo, hi], "y": [lo, hi]})).mark_line(strokeDash=[4, 4], color="grey").encode(
         x="x:Q", y="y:Q")
     return (diag + pts).properties(width=300, height=300, title=title)
+
+
+def stream_lines(table: pd.DataFrame, metric: str, k: int | None = None, title: str | None = None) -> alt.Chart:
+    """A streaming metric against the memory budget, one line per policy."""
+    d = table if k is None else table[table["k"] == k]
+    d = d.drop_duplicates(["policy", "budget"]) if metric == "retention" else d
+    return (
+        alt.Chart(d)
+        .mark_line(point=True)
+        .encode(x=alt.X("budget:Q", title="memory budget (share of the history)"),
+                y=alt.Y(f"{metric}:Q", scale=alt.Scale(domain=[0, 1]), title=metric),
+                color=alt.Color("policy:N"))
+        .properties(width=300, height=240, title=title or (metric if k is None else f"{metric}@{k}"))
+    )

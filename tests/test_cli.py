@@ -110,3 +110,14 @@ def test_sweep_runs_a_notebook_grid(tmp_path):
     assert len(list((tmp_path / "out" / "01_tiny").glob("*.ipynb"))) == 2
     bad = run("sweep", str(nb), "-p", "nosuch", "1", "--out", str(tmp_path / "out"))
     assert bad.returncode == 2 and "unknown parameter(s) nosuch" in bad.stderr
+
+
+def test_study_stream_on_a_longmemeval_schema_file(tmp_path):
+    from fixtures import write_longmemeval
+
+    out = run("study", "stream", "--dataset", str(write_longmemeval(tmp_path / "lme.json")), "--quick", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert {"policy", "budget", "k", "retention", "recall_any", "recall_all", "ndcg"} <= set(rows[0])
+    assert {r["k"] for r in rows} == {5, 10, 30}
+    assert all(r["retention"] == 1.0 for r in rows if r["policy"] == "rag_unbounded")
