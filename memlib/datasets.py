@@ -177,18 +177,20 @@ class Dataset:
     skipped: dict = field(default_factory=dict)
 
     def stats(self) -> dict:
-        """Counts a loader reports: cases, usable cases, turns, unique texts and skips."""
-        occurrences = int(sum(self.sessions.set_index("session").loc[list(h), "n_turns"].sum()
-                              for h in self.cases["haystack"])) if len(self.cases) else 0
+        """Counts a loader reports, over the sessions the cases use: cases, usable cases, turns, texts, skips."""
+        used = set().union(*self.cases["haystack"]) if len(self.cases) else set()
+        sess = self.sessions[self.sessions["session"].isin(used)]
+        n_turns = dict(zip(sess["session"], sess["n_turns"]))
+        turn_mask = self.turns["session"].isin(used)
         return {
             "dataset": self.name,
             "conversations": int(self.cases["group"].nunique()),
             "cases": int(len(self.cases)),
             "usable_cases": int(self.cases["usable"].sum()),
-            "sessions": int(len(self.sessions)),
-            "turns": int(len(self.turns)),
-            "turn_occurrences": occurrences,
-            "unique_texts": int(len(self.texts)),
+            "sessions": int(len(sess)),
+            "turns": int(turn_mask.sum()),
+            "turn_occurrences": int(sum(n_turns[x] for h in self.cases["haystack"] for x in h)),
+            "unique_texts": int(self.turns.loc[turn_mask, "text_id"].nunique()),
             **{f"skipped_{k}": int(v) for k, v in self.skipped.items()},
         }
 
@@ -256,6 +258,15 @@ def _fail(path, where: str, what: str):
     raise DatasetError(f"{path}: {where}: {what}")
 
 
+def _require(path, where: str, rec, fields) -> None:
+    """Fail unless ``rec`` is an object holding every one of ``fields``."""
+    if not isinstance(rec, dict):
+        _fail(path, where, "expected an object")
+    for key in fields:
+        if key not in rec:
+            _fail(path, where, f"missing required field {key!r}")
+
+
 def _read_json_list(path) -> list:
     try:
         with open(path, encoding="utf-8") as f:
@@ -320,12 +331,7 @@ def load_locomo(path=None) -> Dataset:
     rows = []
     skipped = {"evidence_ids": 0}
     for i, sample in enumerate(data):
-        where = f"record {i}"
-        if not isinstance(sample, dict):
-            _fail(path, where, "expected an object")
-        for key in ("sample_id", "conversation", "qa"):
-            if key not in sample:
-                _fail(path, where, f"missing required field {key!r}")
+        _require(path, f"record {i}", sample, ("sample_id", "conversation", "qa"))
         sid = str(sample["sample_id"])
         where = f"record {i} ({sid})"
         conv = sample["conversation"]
@@ -389,12 +395,8 @@ def load_longmemeval(path, name: str | None = None) -> Dataset:
     b = _Builder()
     rows = []
     for i, rec in enumerate(data):
-        where = f"record {i}"
-        if not isinstance(rec, dict):
-            _fail(path, where, "expected an object")
-        for key in LONGMEMEVAL_FIELDS:
-            if key not in rec:
-                _fail(path, f"{where} ({rec.get('question_id', '?')})", f"missing required field {key!r}")
+        label = f"record {i} ({rec.get('question_id', '?')})" if isinstance(rec, dict) else f"record {i}"
+        _require(path, label, rec, LONGMEMEVAL_FIELDS)
         qid = str(rec["question_id"])
         where = f"record {i} ({qid})"
         ids, dates, sessions = rec["haystack_session_ids"], rec["haystack_dates"], rec["haystack_sessions"]
@@ -458,11 +460,7 @@ def load_jsonl(path, name: str | None = None) -> Dataset:
             rec = json.loads(line)
         except json.JSONDecodeError as exc:
             _fail(path, where, f"not valid JSON ({exc})")
-        if not isinstance(rec, dict):
-            _fail(path, where, "expected an object")
-        for key in ("conversation_id", "sessions", "questions"):
-            if key not in rec:
-                _fail(path, where, f"missing required field {key!r}")
+        _require(path, where, rec, ("conversation_id", "sessions", "questions"))
         cid = str(rec["conversation_id"])
         haystack, index = [], {}
         dated = []

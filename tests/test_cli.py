@@ -121,3 +121,20 @@ def test_study_stream_on_a_longmemeval_schema_file(tmp_path):
     assert {"policy", "budget", "k", "retention", "recall_any", "recall_all", "ndcg"} <= set(rows[0])
     assert {r["k"] for r in rows} == {5, 10, 30}
     assert all(r["retention"] == 1.0 for r in rows if r["policy"] == "rag_unbounded")
+
+
+def test_annotate_command_reports_counts():
+    from memlib import datasets
+
+    try:
+        datasets.resolve("locomo10.json", download=False)
+    except datasets.DatasetError as exc:
+        pytest.skip(f"LoCoMo not available: {exc}")
+    out = run("annotate", "--dataset", "locomo", "--limit", "1", "--json")
+    assert out.returncode == 0, out.stderr
+    s = json.loads(out.stdout)
+    assert s["conversations"] == 1 and s["usable_cases"] == 197 and s["turns"] == 419 and s["sessions"] == 19
+    assert s["blind_haystacks"] == 1 and s["oracle_haystacks"] == 197
+    assert s["inert_factors"] == ["value_alignment", "task_utility", "usage_history"]
+    again = json.loads(run("annotate", "--dataset", "locomo", "--limit", "1", "--json").stdout)
+    assert again["blind_cached"] and again["oracle_cached"]

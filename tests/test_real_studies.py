@@ -133,3 +133,21 @@ def test_real_study_parameter_errors():
         X.oracle_vs_blind("locomo", n_splits=1)
     with pytest.raises(ParameterError, match="unknown dataset 'nope'"):
         X.oracle_vs_blind("nope")
+
+
+def test_same_seed_same_numbers():
+    a, wa = X.evaluate_splits(planted_regimes(), n_splits=3, seed=4, quick=True)
+    b, wb = X.evaluate_splits(planted_regimes(), n_splits=3, seed=4, quick=True)
+    pd.testing.assert_frame_equal(a, b)
+    pd.testing.assert_frame_equal(wa, wb)
+
+
+def test_table3_layout_and_paper_columns():
+    summary = pd.DataFrame({"policy": ["learned_V", "learned_V", "recency_only"], "regime": ["oracle", "blind", "blind"],
+                            "mean": [0.9, 0.5, 0.3], "std": [0.01, 0.02, 0.03]})
+    t = X.table3(summary, "locomo")
+    assert list(t["policy"]) == ["learned_V", "recency_only"] and "paper_blind" not in t
+    t = X.table3(summary, "longmemeval_s")
+    assert t.set_index("policy").loc["learned_V", "blind_mean"] == 0.5
+    assert np.isnan(t.set_index("policy").loc["recency_only", "oracle_mean"])
+    assert "paper_blind" in t and "paper_oracle" in t
