@@ -27,7 +27,7 @@ install: $(STAMP)
 ## Run every study headlessly; one JSON table per study in results/.
 studies: install
 	mkdir -p results
-	for study in synthetic oracle-blind mlp sweep stream; do \
+	for study in synthetic oracle-blind mlp sweep stream optimisers; do \
 	  echo "study $$study"; \
 	  $(PY) -m memlib study $$study --json > results/$$study.json.tmp && mv results/$$study.json.tmp results/$$study.json || exit 1; \
 	done

@@ -19,7 +19,7 @@ import pandas as pd
 from memlib._checks import ParameterError
 from memlib.datasets import DatasetError
 
-STUDIES = ("synthetic", "oracle-blind", "mlp", "sweep", "stream")
+STUDIES = ("synthetic", "oracle-blind", "mlp", "sweep", "stream", "optimisers")
 
 
 def _table_to_json(table: pd.DataFrame) -> str:
@@ -52,6 +52,8 @@ def _run_study(args) -> pd.DataFrame:
         return experiments.oracle_vs_blind(**kw).summary
     if args.study == "mlp":
         return experiments.mlp_ablation(**kw).summary
+    if args.study == "optimisers":
+        return experiments.optimiser_comparison(**kw).summary
     if args.study == "stream":
         if "n_splits" in kw:
             raise ParameterError("--n-splits does not apply to the stream study")

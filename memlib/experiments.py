@@ -693,3 +693,62 @@ def store_demo(dataset="locomo", budget: float = 0.3, beta: float = 1.0, quick: 
     questions = questions.assign(gold_positions=[tuple(pos[g] for g in gold) for gold in questions["gold"]])
     return ds, store, {"weights": learned.weights, "budget": _budget_count(budget, len(rows)),
                        "history": len(rows), "questions": questions, "trained_on_groups": int(len(np.unique(blind.groups[others])))}
+
+
+def optimiser_comparison(dataset="locomo", keep_fraction: float = 0.3, n_splits: int = 20, seed: int = 0,
+                         quick: bool = False, limit: int | None = None, regime: str = "blind",
+                         progress: bool = False) -> RealDataResult:
+    """The paper's limitation L5: Algorithm 1's hill-climb against CMA-ES on the same splits.
+
+    Both optimisers get the same training cases and the same number of objective
+    evaluations. ``per_split`` has one row per (optimiser, split) with
+    ``train_retention``, ``retention`` (test) and ``evaluations``; ``weights``
+    the weights each found; ``summary`` means and stds, plus a row
+    ``cma_minus_hill_climb`` (paired test difference, with ``win_share``) and the
+    mean cosine similarity between the two weight vectors (``weight_cosine``).
+    """
+    from tqdm import tqdm
+
+    from memlib._checks import check_choice
+    from memlib.learning import cma_es
+
+    keep_fraction = check_fraction("keep_fraction", keep_fraction)
+    check_choice("regime", regime, ("blind", "oracle"))
+    ds, anns = load_regimes(dataset, quick=quick, limit=limit, progress=progress)
+    cases = anns[regime].cases
+    splits = group_splits(cases.groups, n_splits, seed)
+    learn_seeds = np.random.SeedSequence(seed).generate_state(n_splits)
+    settings = learner_settings(quick)
+    budget = settings["n_iter"] * settings["restarts"] + settings["restarts"]
+    rows, wrows, cosines = [], [], []
+    for s, (tr, te) in enumerate(tqdm(splits, desc="splits", disable=not progress)):
+        train, test = cases.subset(tr), cases.subset(te)
+        ev_tr, ev_te = RetentionEvaluator(train, keep_fraction), RetentionEvaluator(test, keep_fraction)
+        found = {
+            "hill_climb": hill_climb(ev_tr.objective, train.live_factors, seed=int(learn_seeds[s]), **settings),
+            "cma_es": cma_es(ev_tr.objective, train.live_factors, max_evals=budget, seed=int(learn_seeds[s])),
+        }
+        for name, res in found.items():
+            rows.append({"optimiser": name, "regime": regime, "keep_fraction": keep_fraction, "split": s,
+                         "train_retention": res.train_return, "retention": ev_te.objective(res.weights),
+                         "evaluations": res.n_evaluations})
+            wrows += [{"optimiser": name, "split": s, "factor": f, "weight": w} for f, w in zip(FACTORS, res.weights)]
+        a, b = found["hill_climb"].weights, found["cma_es"].weights
+        cosines.append(float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b))) if a.any() and b.any() else np.nan)
+    per_split = pd.DataFrame(rows)
+    wide = per_split.pivot(index="split", columns="optimiser", values="retention")
+    diff = wide["cma_es"] - wide["hill_climb"]
+    g = per_split.groupby("optimiser", sort=False)
+    summary = pd.DataFrame({
+        "optimiser": list(g.groups),
+        "train_mean": g["train_retention"].mean().to_numpy(),
+        "mean": g["retention"].mean().to_numpy(),
+        "std": g["retention"].std(ddof=1).to_numpy() if n_splits > 1 else 0.0,
+        "evaluations": g["evaluations"].mean().to_numpy(),
+    })
+    summary = pd.concat([summary, pd.DataFrame([{
+        "optimiser": "cma_minus_hill_climb", "mean": float(diff.mean()), "std": float(diff.std(ddof=1)),
+        "win_share": float((diff > 0).mean()), "weight_cosine": float(np.nanmean(cosines))}])], ignore_index=True)
+    summary.insert(1, "regime", regime)
+    summary.insert(2, "keep_fraction", keep_fraction)
+    return RealDataResult(summary, per_split, weights=pd.DataFrame(wrows), info={**ds.stats(), "budget": budget})

@@ -72,3 +72,17 @@ def test_synthetic_study_is_reproducible():
 def test_synthetic_study_rejects_bad_parameters(kwargs, message):
     with pytest.raises(ParameterError, match=message):
         synthetic_confounds(**kwargs)
+
+
+def test_cma_es_keeps_dead_factors_at_zero_and_is_seeded():
+    from memlib.learning import cma_es
+
+    cs = make_cases(30, seed=2)
+    ev = RetentionEvaluator(cs, 0.4)
+    a = cma_es(ev.objective, cs.live_factors, max_evals=120, seed=1)
+    b = cma_es(ev.objective, cs.live_factors, max_evals=120, seed=1)
+    np.testing.assert_array_equal(a.weights, b.weights)
+    assert a.weights[6] == 0 and np.all(a.weights >= 0)
+    assert a.train_return == pytest.approx(ev.objective(a.weights))
+    assert a.n_evaluations <= 130 and np.all(np.diff(a.history[0]) >= 0)
+    assert a.train_return > ev.objective(np.r_[np.ones(6), 0]) + 0.3  # beats the uniform start on confounds
