@@ -16,7 +16,7 @@ from memlib import FACTORS, synthetic
 from memlib._checks import check_fraction, check_int
 from memlib.learning import LearnResult, hill_climb
 from memlib.metrics import RetentionEvaluator, expected_random_retention
-from memlib.policies import policy_scores
+from memlib.policies import REGIME_FREE, policy_scores
 
 #: Policies of Table 2 (the paper's list), plus the random baseline.
 SYNTHETIC_POLICIES = ("learned_V", "uniform_V", "emotion_only", "self_only", "recency_only", "random")
@@ -163,7 +163,6 @@ QUICK_LIMIT = 4
 #: Policies of Table 3, in the paper's order.
 REAL_POLICIES = ("learned_V", "uniform_V", "self_only", "reliability_only", "goal_only", "emotion_only",
                  "recency_only", "random")
-REGIME_FREE = ("recency_only", "random")
 SWEEP_FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5)
 
 

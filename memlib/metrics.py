@@ -345,21 +345,6 @@ def expected_random_retention(cases: CaseSet, keep_fraction: float) -> float:
     return float(np.mean(k[h] / cases.length[h]))
 
 
-def summarise(values) -> tuple[float, float]:
-    """Mean and sample standard deviation (ddof=1; 0 for one value)."""
-    v = np.asarray(values, dtype=float)
-    return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else 0.0
-
-
-__all__ = [
-    "CaseSet",
-    "RetentionEvaluator",
-    "keep_count",
-    "retention",
-    "mean_retention",
-    "expected_random_retention",
-    "summarise",
-]
 
 
 def paired_bootstrap(gaps, n_boot: int = 1000, seed: int = 0, groups=None) -> tuple[float, float, float]:
@@ -446,3 +431,16 @@ def retrieval_metrics(ranking, gold, n_corpus_gold: int | None = None, k: int = 
     recall_all = float(gold <= set(top))
     ideal = dcg([1.0] * (len(gold) if n_corpus_gold is None else n_corpus_gold), k)
     return recall_any, recall_all, (dcg(hit, k) / ideal if ideal else 0.0)
+
+
+__all__ = [
+    "CaseSet",
+    "RetentionEvaluator",
+    "keep_count",
+    "retention",
+    "mean_retention",
+    "expected_random_retention",
+    "paired_bootstrap",
+    "dcg",
+    "retrieval_metrics",
+]
