@@ -342,6 +342,17 @@ def oracle_vs_blind(dataset="locomo", keep_fraction: float = 0.3, n_splits: int 
     return RealDataResult(summary, per_split, per_case, weights, boot, info)
 
 
+def _regime_splits(dataset, regime: str, n_splits: int, seed: int, quick: bool, limit, progress: bool):
+    """Load one regime's cases and draw the group-aware splits and per-split learner seeds."""
+    from memlib._checks import check_choice
+
+    check_choice("regime", regime, ("blind", "oracle"))
+    ds, anns = load_regimes(dataset, quick=quick, limit=limit, progress=progress)
+    cases = anns[regime].cases
+    splits = group_splits(cases.groups, n_splits, seed)
+    return ds, cases, splits, np.random.SeedSequence(seed).generate_state(n_splits)
+
+
 def mlp_ablation(dataset="locomo", keep_fraction: float = 0.3, n_splits: int = 20, seed: int = 0,
                  quick: bool = False, limit: int | None = None, regime: str = "blind",
                  progress: bool = False) -> RealDataResult:
@@ -353,15 +364,10 @@ def mlp_ablation(dataset="locomo", keep_fraction: float = 0.3, n_splits: int = 2
     """
     from tqdm import tqdm
 
-    from memlib._checks import check_choice
     from memlib.learning import fit_mlp
 
     keep_fraction = check_fraction("keep_fraction", keep_fraction)
-    check_choice("regime", regime, ("blind", "oracle"))
-    ds, anns = load_regimes(dataset, quick=quick, limit=limit, progress=progress)
-    cases = anns[regime].cases
-    splits = group_splits(cases.groups, n_splits, seed)
-    learn_seeds = np.random.SeedSequence(seed).generate_state(n_splits)
+    ds, cases, splits, learn_seeds = _regime_splits(dataset, regime, n_splits, seed, quick, limit, progress)
     rows = []
     for s, (tr, te) in enumerate(tqdm(splits, desc="splits", disable=not progress)):
         train, test = cases.subset(tr), cases.subset(te)
@@ -401,10 +407,7 @@ def keep_fraction_sweep(dataset="locomo", fractions=SWEEP_FRACTIONS, n_splits: i
         from memlib._checks import ParameterError
 
         raise ParameterError("fractions must hold at least one keep fraction")
-    ds, anns = load_regimes(dataset, quick=quick, limit=limit, progress=progress)
-    cases = anns["blind"].cases
-    splits = group_splits(cases.groups, n_splits, seed)
-    learn_seeds = np.random.SeedSequence(seed).generate_state(n_splits)
+    ds, cases, splits, learn_seeds = _regime_splits(dataset, "blind", n_splits, seed, quick, limit, progress)
     live = cases.live_factors
     singles = [p for p, f in SINGLE_FACTOR.items() if live[FACTORS.index(f)]]
     rows = []
@@ -708,15 +711,10 @@ def optimiser_comparison(dataset="locomo", keep_fraction: float = 0.3, n_splits:
     """
     from tqdm import tqdm
 
-    from memlib._checks import check_choice
     from memlib.learning import cma_es
 
     keep_fraction = check_fraction("keep_fraction", keep_fraction)
-    check_choice("regime", regime, ("blind", "oracle"))
-    ds, anns = load_regimes(dataset, quick=quick, limit=limit, progress=progress)
-    cases = anns[regime].cases
-    splits = group_splits(cases.groups, n_splits, seed)
-    learn_seeds = np.random.SeedSequence(seed).generate_state(n_splits)
+    ds, cases, splits, learn_seeds = _regime_splits(dataset, regime, n_splits, seed, quick, limit, progress)
     settings = learner_settings(quick)
     budget = settings["n_iter"] * settings["restarts"] + settings["restarts"]
     rows, wrows, cosines = [], [], []
