@@ -135,10 +135,11 @@ def paired_splits(per_split: pd.DataFrame, a: str = "learned_V", b: str = "mlp",
     lo = float(min(wide[a].min(), wide[b].min())) - 0.01
     hi = float(max(wide[a].max(), wide[b].max())) + 0.01
     pts = alt.Chart(wide).mark_circle(size=60).encode(
-        x=alt.X(f"{a}:Q", scale=alt.Scale(domain=[lo, hi]), title=f"{a} retention"),
-        y=alt.Y(f"{b}:Q", scale=alt.Scale(domain=[lo, hi]), title=f"{b} retention"))
+        x=alt.X(f"{a}:Q", scale=alt.Scale(domain=[lo, hi], zero=False), title=f"{a} retention"),
+        y=alt.Y(f"{b}:Q", scale=alt.Scale(domain=[lo, hi], zero=False), title=f"{b} retention"))
+    scale = alt.Scale(domain=[lo, hi], zero=False)
     diag = alt.Chart(pd.DataFrame({"x": [lo, hi], "y": [lo, hi]})).mark_line(strokeDash=[4, 4], color="grey").encode(
-        x="x:Q", y="y:Q")
+        x=alt.X("x:Q", scale=scale), y=alt.Y("y:Q", scale=scale))
     return (diag + pts).properties(width=300, height=300, title=title)
 
 
