@@ -24,6 +24,7 @@ PAPER_TABLE2_WEIGHTS = {
     "self_relevance": 1.01,
 }
 
+# ---- REFERENCE ONLY: the paper's reported figures, shown in columns named paper_* ----
 #: Table 3 of the paper (LongMemEval-S, keep 30%, 20 splits): policy -> {regime: (mean, std)}.
 #: Recency and random have no oracle variant; random's std is not reported.
 PAPER_TABLE3 = {
@@ -52,6 +53,7 @@ PAPER_BOOTSTRAP = {
     "learned_V - reliability_only": (0.277, 0.235, 0.319),
 }
 
+# ---- REFERENCE ONLY: the paper's reported figures, shown in columns named paper_* ----
 #: Section 4.2 of the paper: MLP ablation (blind, LongMemEval-S).
 PAPER_MLP = {"mlp": (0.773, 0.011), "learned_V": (0.770, 0.011), "mlp_minus_linear": (0.003, 0.013),
              "win_share": 0.55}
