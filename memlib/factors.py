@@ -8,6 +8,9 @@ For every turn of every case it computes the seven factors in ``[0, 1]``:
   PyPI. Arousal is structural: ``0.5 + 0.5 * min(1, cues / 3)`` where the cues
   are exclamation marks, all-capital words and VADER's intensifier ("booster")
   words. So a neutral turn scores 0 and a charged, emphatic one close to 1.
+  Long texts are scored by VADER in pieces (:func:`vader_scores`) so the cost
+  stays linear in length; other readings of arousal are in
+  :func:`emotion_and_valence`.
 * **goal relevance** ``= (1 + cos(e_m, e_goal)) / 2`` with a pluggable goal
   anchor (:data:`ANCHORS`). ``blind`` (the paper's choice): the centroid of the
   user turns of the turn's own session, which exists when the session is
@@ -17,12 +20,14 @@ For every turn of every case it computes the seven factors in ``[0, 1]``:
   case's history (causal). A user turn is compared with its own speaker's
   earlier turns (in LoCoMo both speakers are people, so each is "a user"); an
   assistant turn with all earlier user turns. With no earlier turn it is 0.5.
-* **reliability**: a provenance heuristic. User-stated turns start at 0.8 and
-  model-stated (assistant) turns at 0.4; a question asserts nothing (x 0.5);
-  hedges ("maybe", "I think", "not sure", ...) subtract 0.2; a first-person
-  statement by a user ("I", "my", "we", ...) adds 0.2; clipped to [0, 1]. In
-  LoCoMo both speakers are people, so every turn starts at 0.8 and only the
-  cues separate them.
+* **reliability**: a provenance heuristic, user-stated above model-stated. Two
+  factor sets (:data:`FACTOR_SETS`): ``paper`` (Table 1 as stated, the default)
+  is provenance only: 0.8 for a user turn, 0.4 for an assistant turn.
+  ``extended`` adds our cues: a question asserts nothing (x 0.5); hedges
+  ("maybe", "I think", "not sure", ...) subtract 0.2; a first-person statement
+  by a user ("I", "my", "we", ...) adds 0.2; clipped to [0, 1]. In LoCoMo both
+  speakers are people, so every turn is user-stated and only the cues of the
+  extended set separate them.
 * **value alignment** ``= (1 + cos(e_m, e_profile)) / 2`` when a value-profile
   text is given, else 0 (inert).
 * **task utility**: a callback ``f(texts) -> values in [0, 1]`` when given, else 0 (inert).
@@ -42,6 +47,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -67,6 +73,19 @@ _WORDS = re.compile(r"[a-z']+")
 
 _VADER = None
 
+#: Texts longer than this many characters are scored by VADER in pieces of at most this size
+#: (split at sentence ends, else at white space). VADER's cost grows quadratically with length
+#: (a 59 KB turn took 20 s); in pieces it grows linearly. Shorter texts are scored exactly as
+#: ``SentimentIntensityAnalyzer.polarity_scores`` scores them.
+VADER_PIECE_CHARS = 2000
+#: Arousal readings of emotional intensity ``|valence| * arousal`` (see :func:`emotion_and_valence`).
+AROUSAL_READINGS = ("structural", "constant", "lexical")
+#: Factor sets: the paper's Table 1 as stated, and our extension of its reliability heuristic.
+FACTOR_SETS = ("paper", "extended")
+#: Readings of the running user centroid of self relevance: strictly earlier turns, or including the turn.
+SELF_READINGS = ("earlier", "inclusive")
+_SENTENCE_END = re.compile(r"(?<=[.!?\n])\s+")
+
 
 def _vader():
     global _VADER
@@ -77,41 +96,162 @@ def _vader():
     return _VADER
 
 
-def emotion_and_valence(texts) -> tuple[np.ndarray, np.ndarray]:
-    """Emotional intensity (see module docstring) and VADER compound valence of each text."""
+def _pieces(text: str, size: int) -> list[str]:
+    """Split ``text`` into pieces of at most about ``size`` characters at sentence ends (else white space)."""
+    out, cur = [], ""
+    for sent in _SENTENCE_END.split(text):
+        while len(sent) > size:  # one very long "sentence": cut at the last space before the limit
+            cut = sent.rfind(" ", 0, size)
+            cut = cut if cut > 0 else size
+            if cur:
+                out.append(cur)
+                cur = ""
+            out.append(sent[:cut])
+            sent = sent[cut:].lstrip()
+        if cur and len(cur) + 1 + len(sent) > size:
+            out.append(cur)
+            cur = sent
+        else:
+            cur = f"{cur} {sent}" if cur else sent
+    if cur:
+        out.append(cur)
+    return out
+
+
+def _vader_sentiments(sia, text: str) -> list:
+    """VADER's per-word valences of one text (the loop of ``polarity_scores``, without the final sum)."""
+    from vaderSentiment.vaderSentiment import BOOSTER_DICT, SentiText
+
+    sentitext = SentiText(text)
+    words = sentitext.words_and_emoticons
+    sentiments: list = []
+    for i, item in enumerate(words):
+        low = item.lower()
+        if low in BOOSTER_DICT or (low == "kind" and i < len(words) - 1 and words[i + 1].lower() == "of"):
+            sentiments.append(0)
+            continue
+        sentiments = sia.sentiment_valence(0, sentitext, item, i, sentiments)
+    return sia._but_check(words, sentiments)
+
+
+def vader_scores(text: str, piece_chars: int = VADER_PIECE_CHARS) -> dict:
+    """VADER's ``polarity_scores`` with a bounded cost.
+
+    Identical to ``SentimentIntensityAnalyzer().polarity_scores(text)`` for a
+    text of at most ``piece_chars`` characters. A longer text is split into
+    pieces (:data:`VADER_PIECE_CHARS`); the per-word valences of all pieces are
+    summed into one compound score, so only VADER's look-back rules (three
+    words) and its all-caps test see piece boundaries.
+
+    >>> from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+    >>> t = "I really LOVE this, but the ending was awful!!"
+    >>> vader_scores(t) == SentimentIntensityAnalyzer().polarity_scores(t)
+    True
+    """
+    sia = _vader()
+    if not text.isascii():  # emoji descriptions (VADER's own loop, without its quadratic string growth)
+        parts, prev_space = [], True
+        for ch in text:
+            desc = sia.emojis.get(ch)
+            if desc is not None:
+                if not prev_space:
+                    parts.append(" ")
+                parts.append(desc)
+                prev_space = False
+            else:
+                parts.append(ch)
+                prev_space = ch == " "
+        text = "".join(parts)
+    text = text.strip()
+    if len(text) <= piece_chars:
+        return sia.score_valence(_vader_sentiments(sia, text), text)
+    sentiments = []
+    for piece in _pieces(text, piece_chars):
+        sentiments.extend(_vader_sentiments(sia, piece))
+    return sia.score_valence(sentiments, text)
+
+
+def _emotion_chunk(args) -> tuple[np.ndarray, np.ndarray]:
+    texts, arousal = args
     from vaderSentiment.vaderSentiment import BOOSTER_DICT
 
-    sia = _vader()
     intensity = np.empty(len(texts))
     compound = np.empty(len(texts))
     for i, t in enumerate(texts):
-        c = sia.polarity_scores(t)["compound"]
+        sc = vader_scores(t)
+        c = sc["compound"]
         compound[i] = c
         if c == 0.0:
             intensity[i] = 0.0
-            continue
-        cues = t.count("!") + len(_CAPS.findall(t)) + sum(w in BOOSTER_DICT for w in _WORDS.findall(t.lower()))
-        intensity[i] = abs(c) * (0.5 + 0.5 * min(1.0, cues / 3.0))
+        elif arousal == "constant":
+            intensity[i] = abs(c)
+        elif arousal == "lexical":
+            intensity[i] = abs(c) * (sc["pos"] + sc["neg"])
+        else:
+            cues = t.count("!") + len(_CAPS.findall(t)) + sum(w in BOOSTER_DICT for w in _WORDS.findall(t.lower()))
+            intensity[i] = abs(c) * (0.5 + 0.5 * min(1.0, cues / 3.0))
     return intensity, compound
 
 
-def emotional_intensity(texts) -> np.ndarray:
+#: Below this many texts :func:`emotion_and_valence` runs in one process.
+PARALLEL_MIN_TEXTS = 20000
+
+
+def emotion_and_valence(texts, arousal: str = "structural", workers: int | None = None
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """Emotional intensity and VADER compound valence of each text.
+
+    Parameters
+    ----------
+    texts : sequence of str
+    arousal : {'structural', 'constant', 'lexical'}
+        How the arousal ``A`` of ``|valence| * A`` is read. ``structural`` (the
+        default): ``0.5 + 0.5 * min(1, cues / 3)`` over exclamation marks,
+        all-capital words and VADER's booster words. ``constant``: ``A = 1``, so
+        intensity is ``|valence|``. ``lexical``: the share of VADER's words that
+        carry sentiment (``pos + neg``).
+    workers : int, optional
+        Processes to use. By default both cores of a two-core machine (all
+        cores) for at least :data:`PARALLEL_MIN_TEXTS` texts, else one.
+    """
+    check_choice("arousal", arousal, AROUSAL_READINGS)
+    texts = list(texts)
+    if workers is None:
+        workers = (os.cpu_count() or 1) if len(texts) >= PARALLEL_MIN_TEXTS else 1
+    if workers <= 1 or len(texts) < 2:
+        return _emotion_chunk((texts, arousal))
+    import multiprocessing
+
+    _vader()  # load the lexicon once, before the workers fork
+    step = -(-len(texts) // (4 * workers))
+    jobs = [(texts[i:i + step], arousal) for i in range(0, len(texts), step)]
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        parts = pool.map(_emotion_chunk, jobs)
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def emotional_intensity(texts, arousal: str = "structural") -> np.ndarray:
     """``|VADER compound| * arousal`` for each text, in [0, 1] (see module docstring)."""
-    return emotion_and_valence(texts)[0]
+    return emotion_and_valence(texts, arousal)[0]
 
 
-def reliability(roles, texts) -> np.ndarray:
-    """Provenance heuristic in [0, 1] (see module docstring)."""
+def reliability(roles, texts, cues: bool = True) -> np.ndarray:
+    """Provenance heuristic in [0, 1] (see module docstring).
+
+    With ``cues=False`` (the paper's factor set) it is provenance only: 0.8 for
+    a user-stated turn and 0.4 for a model-stated one.
+    """
     out = np.empty(len(texts))
     for i, (role, t) in enumerate(zip(roles, texts)):
         r = 0.8 if role == "user" else 0.4
-        s = t.strip()
-        if s.endswith("?"):
-            r *= 0.5
-        if _HEDGES.search(s):
-            r -= 0.2
-        if role == "user" and not s.endswith("?") and _FIRST_PERSON.search(s):
-            r += 0.2
+        if cues:
+            s = t.strip()
+            if s.endswith("?"):
+                r *= 0.5
+            if _HEDGES.search(s):
+                r -= 0.2
+            if role == "user" and not s.endswith("?") and _FIRST_PERSON.search(s):
+                r += 0.2
         out[i] = min(1.0, max(0.0, r))
     return out
 
@@ -234,9 +374,10 @@ def fingerprint(ds: Dataset, regime: str, options: dict) -> str:
     return h.hexdigest()[:24]
 
 
-def annotate(ds: Dataset, regime: str = "blind", *, value_profile: str | None = None, task_utility=None,
-             retrievals=None, use_cache: bool = True, progress: bool = True, max_seq_length: int = 256
-             ) -> Annotation:
+def annotate(ds: Dataset, regime: str = "blind", *, factor_set: str = "paper", embedding="reference",
+             device: str | None = None, arousal: str = "structural", self_reading: str = "earlier",
+             value_profile: str | None = None, task_utility=None, retrievals=None, use_cache: bool = True,
+             progress: bool = True, max_seq_length: int | None = None) -> Annotation:
     """Annotate every usable case of ``ds`` with the seven factors in one regime.
 
     Parameters
@@ -244,6 +385,18 @@ def annotate(ds: Dataset, regime: str = "blind", *, value_profile: str | None = 
     ds : Dataset
     regime : {'blind', 'oracle'}
         Which goal anchor to use (:data:`ANCHORS`).
+    factor_set : {'paper', 'extended'}
+        ``paper``: Table 1 as stated (reliability is provenance only).
+        ``extended``: reliability adds our question, hedge and first-person cues.
+    embedding : {'reference', 'fast'} or int
+        Embedding setting (:data:`memlib.embeddings.SETTINGS`): 256 or 128 word pieces.
+    device : {'cpu', 'cuda', 'mps'}, optional
+        Embedding device; defaults to what the machine has.
+    arousal : {'structural', 'constant', 'lexical'}
+        Reading of arousal in emotional intensity (:func:`emotion_and_valence`).
+    self_reading : {'earlier', 'inclusive'}
+        Whether the running user centroid holds only earlier turns (default) or
+        the turn itself too.
     value_profile : str, optional
         Text of the agent's value profile; makes value alignment live.
     task_utility : callable, optional
@@ -253,15 +406,24 @@ def annotate(ds: Dataset, regime: str = "blind", *, value_profile: str | None = 
     use_cache : bool
         Load / store the factor table in ``data/cache/factors`` (keyed by
         :func:`fingerprint`) and the embeddings in the embedding cache.
+    max_seq_length : int, optional
+        Deprecated spelling of ``embedding`` as a number of word pieces.
     """
+    from memlib.embeddings import setting_length
+
     check_choice("regime", regime, REGIMES)
+    check_choice("factor_set", factor_set, FACTOR_SETS)
+    check_choice("arousal", arousal, AROUSAL_READINGS)
+    check_choice("self_reading", self_reading, SELF_READINGS)
+    max_seq_length = setting_length(max_seq_length if max_seq_length is not None else embedding)
     t0 = time.perf_counter()
     usable = ds.usable()
     options = {"value_profile": value_profile, "task_utility": getattr(task_utility, "__qualname__", None),
                "retrievals": None if retrievals is None else hashlib.sha1(np.asarray(retrievals).tobytes()).hexdigest(),
-               "max_seq_length": max_seq_length}
+               "max_seq_length": max_seq_length, "factor_set": factor_set, "arousal": arousal,
+               "self_reading": self_reading}
     key = fingerprint(usable, regime, options)
-    path = cache_root() / "factors" / f"{ds.name}-{regime}-{key}.npz"
+    path = cache_root() / "factors" / f"{_safe_name(ds.name)}-{regime}-{key}.npz"
     if use_cache and path.is_file():
         ann = load_annotation(path)
         ann.info.update(cached=True, seconds=time.perf_counter() - t0)
@@ -275,12 +437,11 @@ def annotate(ds: Dataset, regime: str = "blind", *, value_profile: str | None = 
     used_texts = np.unique(text_ids[used])
     E_text = np.zeros((len(ds.texts), 384), np.float32)
     E_text[used_texts] = embed([ds.texts[i] for i in used_texts], max_seq_length=max_seq_length,
-                               progress=progress, use_cache=use_cache)
+                               progress=progress, use_cache=use_cache, device=device)
+    t_embedded = time.perf_counter()
     E = E_text[text_ids]
-    text_emotion = np.zeros(len(ds.texts))
-    text_emotion[used_texts] = emotional_intensity([ds.texts[i] for i in used_texts])
-    emotion = text_emotion[text_ids]
-    rel = reliability(turns["role"].tolist(), turns["text"].tolist())
+    emotion = _text_emotion(ds.texts, used_texts, arousal)[text_ids]
+    rel = reliability(turns["role"].tolist(), turns["text"].tolist(), cues=factor_set == "extended")
     value_col = (np.clip((1.0 + E @ embed([value_profile], max_seq_length=max_seq_length, progress=False,
                                            use_cache=use_cache)[0]) / 2.0, 0, 1)
                  if value_profile else np.zeros(len(turns)))
@@ -320,7 +481,7 @@ def annotate(ds: Dataset, regime: str = "blind", *, value_profile: str | None = 
             F = np.zeros((len(rows), len(FACTORS)), np.float32)
             F[:, 0] = emotion[rows]
             F[:, 2] = value_col[rows]
-            F[:, 3] = _self_relevance(E[rows], roles[rows], speakers[rows])
+            F[:, 3] = _self_relevance(E[rows], roles[rows], speakers[rows], self_reading == "inclusive")
             F[:, 4] = task_col[rows]
             F[:, 5] = rel[rows]
             F[:, 6] = usage_col[rows]
@@ -343,16 +504,22 @@ def annotate(ds: Dataset, regime: str = "blind", *, value_profile: str | None = 
     for g, rows in enumerate(rows_list):
         turn_rows[g, : len(rows)] = rows
     inert = [f for f in FACTORS if not np.any(cs.factors[..., FACTORS.index(f)])]
-    info = {**ds.stats(), "regime": regime, "haystacks": cs.n_haystacks, "cached": False,
-            "seconds": time.perf_counter() - t0}
+    info = {**ds.stats(), "regime": regime, "haystacks": cs.n_haystacks, "cached": False, **options,
+            "seconds": time.perf_counter() - t0, "seconds_beyond_embedding": time.perf_counter() - t_embedded,
+            "peak_rss_gb": peak_rss_gb()}
     ann = Annotation(ds.name, regime, cs, turn_rows, inert, info)
     if use_cache:
         save_annotation(ann, path)
     return ann
 
 
-def _self_relevance(E: np.ndarray, roles: np.ndarray, speakers: np.ndarray) -> np.ndarray:
-    """Causal self/user relevance of each turn of one history (see module docstring)."""
+def _self_relevance(E: np.ndarray, roles: np.ndarray, speakers: np.ndarray, inclusive: bool = False
+                    ) -> np.ndarray:
+    """Causal self/user relevance of each turn of one history (see module docstring).
+
+    ``inclusive`` puts a user turn in its own centroid (the "running centroid"
+    read as including the current turn); by default only earlier turns count.
+    """
     user = roles == "user"
     out = np.full(len(E), 0.5)
     before_all = np.cumsum(E * user[:, None], axis=0) - E * user[:, None]
@@ -362,9 +529,43 @@ def _self_relevance(E: np.ndarray, roles: np.ndarray, speakers: np.ndarray) -> n
     for s in np.unique(speakers[user]):
         m = user & (speakers == s)
         Em = E[m]
-        before = np.cumsum(Em, axis=0) - Em
+        before = np.cumsum(Em, axis=0) - (0 if inclusive else Em)
         out[m] = _cos01(Em, before)
     return out
+
+
+_EMOTION_MEMO: dict = {}
+
+
+def _text_emotion(texts: list, used: np.ndarray, arousal: str) -> np.ndarray:
+    """Emotional intensity per text id (0 where unused), remembered for the last ``texts`` list.
+
+    The blind and oracle annotations of one dataset score the same texts; the
+    memo (which holds the list itself, so identity is a safe key) lets the second
+    regime skip VADER.
+    """
+    memo = _EMOTION_MEMO.get(arousal)
+    if memo is not None and memo[0] is texts and np.array_equal(memo[1], used):
+        return memo[2]
+    out = np.zeros(len(texts))
+    out[used] = emotional_intensity([texts[i] for i in used], arousal)
+    _EMOTION_MEMO.clear()
+    _EMOTION_MEMO[arousal] = (texts, used, out)
+    return out
+
+
+def peak_rss_gb() -> float:
+    """Peak resident memory of this process so far, in GB (Linux and macOS)."""
+    import resource
+    import sys
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(peak / (1e9 if sys.platform == "darwin" else 1e6), 3)
+
+
+def _safe_name(name: str) -> str:
+    """A dataset name made safe for a cache file name (no folders, no dots leading out of the root)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name)).lstrip(".") or "dataset"
 
 
 def save_annotation(ann: Annotation, path) -> None:

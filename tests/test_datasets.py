@@ -139,3 +139,53 @@ def test_download_checks_sha256(tmp_path, monkeypatch):
 def test_unknown_dataset_name():
     with pytest.raises(ParameterError, match="unknown dataset 'nope'"):
         D.load("nope")
+
+
+def test_gzipped_files_load_like_plain_ones(tmp_path):
+    import gzip
+    import shutil
+
+    plain = write_longmemeval(tmp_path / "lme.json")
+    with open(plain, "rb") as src, gzip.open(tmp_path / "lme_gz.json.gz", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    a, b = D.load(str(plain)), D.load(str(tmp_path / "lme_gz.json.gz"))
+    assert b.name == "lme_gz" and b.stats()["source"] == "lme_gz.json.gz"
+    pd_cols = ["session", "role", "text"]
+    assert a.turns[pd_cols].equals(b.turns[pd_cols]) and a.cases["gold"].equals(b.cases["gold"])
+    jl = write_jsonl(tmp_path / "conv.jsonl")
+    with open(jl, "rb") as src, gzip.open(tmp_path / "conv.jsonl.gz", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    c = D.load(str(tmp_path / "conv.jsonl.gz"))
+    assert c.name == "conv" and len(c.cases) == len(D.load(str(jl)).cases)
+
+
+def test_corrupt_gzip_names_the_file(tmp_path):
+    bad = tmp_path / "broken.json.gz"
+    bad.write_bytes(b"\x1f\x8b\x08\x00garbage")
+    with pytest.raises(D.DatasetError, match="broken.json.gz"):
+        D.load(str(bad))
+
+
+def test_longmemeval_question_dates_are_read(tmp_path):
+    ds = D.load(str(write_longmemeval(tmp_path / "lme.json")))
+    recs = longmemeval_records()
+    expected = [D._lme_date(r["question_date"], "x", "y") for r in recs]
+    assert list(ds.cases["question_date"]) == expected
+    assert ds.cases["question_date"].notna().all()
+
+
+def test_dataset_name_prefers_the_full_release(tmp_path, monkeypatch):
+    import gzip
+
+    monkeypatch.setenv("MEMLIB_DATA_DIR", str(tmp_path))
+    sub = tmp_path / "longmemeval"
+    sub.mkdir()
+    recs = longmemeval_records()
+    with gzip.open(sub / "longmemeval_s_cleaned_498.json.gz", "wt") as f:
+        json.dump(recs[:2], f)
+    ds = D.load("longmemeval_s")
+    assert ds.stats()["source"] == "longmemeval_s_cleaned_498.json.gz" and len(ds.cases) == 2
+    write_longmemeval(tmp_path / "longmemeval_s_cleaned.json", recs)  # a user's full file wins
+    ds = D.load("longmemeval_s")
+    assert ds.stats()["source"] == "longmemeval_s_cleaned.json" and len(ds.cases) == 3
+    assert ds.name == "longmemeval_s"

@@ -1,5 +1,14 @@
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
 import numpy as np
 import pytest
+
+from memlib import ParameterError
 
 from memlib import embeddings as Emb
 
@@ -26,25 +35,25 @@ def test_interrupted_run_keeps_whole_shards_and_resumes(tmp_path, monkeypatch):
     texts = [f"text number {i}" for i in range(10)]
     cache_dir = tmp_path / "emb"
     first = FakeModel(fail_on_call=2)
-    monkeypatch.setattr(Emb, "load_model", lambda max_seq_length=256: first)
+    monkeypatch.setattr(Emb, "load_model", lambda *a, **k: first)
     with pytest.raises(KeyboardInterrupt):
         Emb.embed(texts, cache=Emb.EmbeddingCache(cache_dir), progress=False)
     shards = list((cache_dir / "all-MiniLM-L6-v2-256").glob("shard-*.npz"))
     assert len(shards) == 1 and not list(cache_dir.rglob("*.tmp"))  # one whole shard, nothing half-written
     second = FakeModel()
-    monkeypatch.setattr(Emb, "load_model", lambda max_seq_length=256: second)
+    monkeypatch.setattr(Emb, "load_model", lambda *a, **k: second)
     out = Emb.embed(texts, cache=Emb.EmbeddingCache(cache_dir), progress=False)
     assert len(second.seen) == 6  # only what the interrupted run had not stored
     np.testing.assert_allclose(out, FakeModel().encode(texts))
     third = FakeModel()
-    monkeypatch.setattr(Emb, "load_model", lambda max_seq_length=256: third)
+    monkeypatch.setattr(Emb, "load_model", lambda *a, **k: third)
     Emb.embed(texts + texts[:3], cache=Emb.EmbeddingCache(cache_dir), progress=False)
     assert third.calls == 0  # everything served from the cache
 
 
 def test_each_unique_text_is_embedded_once(tmp_path, monkeypatch):
     model = FakeModel()
-    monkeypatch.setattr(Emb, "load_model", lambda max_seq_length=256: model)
+    monkeypatch.setattr(Emb, "load_model", lambda *a, **k: model)
     out = Emb.embed(["a", "b", "a", "a"], cache=Emb.EmbeddingCache(tmp_path), progress=False)
     assert sorted(model.seen) == ["a", "b"]
     np.testing.assert_array_equal(out[0], out[2])
@@ -54,3 +63,73 @@ def test_cache_key_depends_on_model_and_length(tmp_path):
     a = Emb.EmbeddingCache(tmp_path, model_tag="m", max_seq_length=128)
     b = Emb.EmbeddingCache(tmp_path, model_tag="m", max_seq_length=256)
     assert a.key("x") != b.key("x") and a.directory != b.directory
+
+
+def test_named_settings_and_devices():
+    assert Emb.setting_length("reference") == 256 and Emb.setting_length("fast") == 128
+    assert Emb.setting_length(64) == 64
+    with pytest.raises(ParameterError, match="embedding setting must be one of reference, fast, got 'quick'"):
+        Emb.setting_length("quick")
+    with pytest.raises(ParameterError, match="device"):
+        Emb.check_device("tpu")
+    assert Emb.default_device() in Emb.DEVICES
+
+
+def test_default_device_follows_the_environment(monkeypatch):
+    monkeypatch.setenv("MEMLIB_DEVICE", "cpu")
+    assert Emb.default_device() == "cpu"
+    monkeypatch.setenv("MEMLIB_DEVICE", "gpu0")
+    with pytest.raises(ParameterError, match="device"):
+        Emb.default_device()
+
+
+def test_progress_moves_after_every_batch(tmp_path, monkeypatch):
+    model = FakeModel()
+    monkeypatch.setattr(Emb, "load_model", lambda *a, **k: model)
+    monkeypatch.setattr(Emb, "SHARD_SIZE", 100)
+    Emb.embed([f"t{i}" for i in range(20)], batch_size=4, cache=Emb.EmbeddingCache(tmp_path), progress=False)
+    assert model.calls == 5  # five batches of four inside one 100-text chunk, each reported on its own
+
+
+_KILLABLE = textwrap.dedent("""
+    import sys, time
+    import numpy as np
+    from memlib import embeddings as E
+    E.SHARD_SIZE = 4
+    class Slow:
+        def encode(self, texts, **kw):
+            with open(sys.argv[2], "a") as log:
+                log.write("".join(t + "\\n" for t in texts))
+            time.sleep(float(sys.argv[3]))
+            out = np.array([[len(t), sum(map(ord, t)) % 97, 1.0] + [0.0] * 381 for t in texts], np.float32)
+            return out / np.linalg.norm(out, axis=1, keepdims=True)
+    E.load_model = lambda *a, **k: Slow()
+    E.embed([f"text {i}" for i in range(40)], cache=E.EmbeddingCache(sys.argv[1]), progress=False, batch_size=4)
+""")
+
+
+def test_sigkilled_run_resumes_in_a_new_process(tmp_path):
+    """Kill -9 mid-run, then a fresh process (as after a reboot) embeds only what no whole shard holds."""
+    script = tmp_path / "run.py"
+    script.write_text(_KILLABLE)
+    cache_dir = tmp_path / "emb"
+    shard_dir = cache_dir / "all-MiniLM-L6-v2-256"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, str(script), str(cache_dir), str(tmp_path / "first.log"), "0.15"],
+                            env=env)
+    deadline = time.monotonic() + 30
+    while len(list(shard_dir.glob("shard-*.npz"))) < 2 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    stored = len(Emb.EmbeddingCache(cache_dir))
+    assert 8 <= stored < 40, stored
+    subprocess.run([sys.executable, str(script), str(cache_dir), str(tmp_path / "second.log"), "0"], env=env,
+                   check=True, timeout=60)
+    second = (tmp_path / "second.log").read_text().split("\n")[:-1]
+    assert len(second) == 40 - stored  # nothing stored is embedded again
+    cache = Emb.EmbeddingCache(cache_dir)
+    assert len(cache) == 40 and not list(cache_dir.rglob("*.tmp"))
+    vecs, found = cache.get([f"text {i}" for i in range(40)])
+    assert found.all()
+    np.testing.assert_allclose(vecs, FakeModel().encode([f"text {i}" for i in range(40)]), rtol=1e-6)

@@ -117,3 +117,95 @@ def test_emotion_and_reliability_heuristics():
                        ["I live in Oslo.", "I live in Oslo.", "Maybe it was Oslo.", "Do you live in Oslo?"])
     assert r[0] > r[1] and r[0] > r[2] and r[0] > r[3]
     assert all(0 <= x <= 1 for x in r)
+
+
+@pytest.mark.parametrize("factor_set", Fm.FACTOR_SETS)
+def test_blind_factors_ignore_questions_in_every_factor_set_and_reading(lme, factor_set):
+    for arousal, self_reading in (("structural", "earlier"), ("lexical", "inclusive"), ("constant", "earlier")):
+        kw = dict(factor_set=factor_set, arousal=arousal, self_reading=self_reading, use_cache=False, progress=False)
+        a = Fm.annotate(lme, "blind", **kw)
+        b = Fm.annotate(replace_questions(lme), "blind", **kw)
+        np.testing.assert_array_equal(a.cases.factors, b.cases.factors)
+
+
+def test_paper_reliability_is_provenance_only(lme):
+    roles = ["user", "user", "assistant", "assistant"]
+    texts = ["Maybe I like it?", "I work as a nurse.", "You might like it.", "Paris is in France."]
+    assert Fm.reliability(roles, texts, cues=False).tolist() == [0.8, 0.8, 0.4, 0.4]
+    assert Fm.reliability(roles, texts).tolist() == [pytest.approx(0.2), 1.0, pytest.approx(0.2), 0.4]
+    paper = Fm.annotate(lme, "blind", factor_set="paper", use_cache=False, progress=False)
+    rel = paper.turn_table(lme, 0)
+    np.testing.assert_allclose(rel.loc[rel["role"] == "user", "reliability"], 0.8, rtol=1e-6)
+    np.testing.assert_allclose(rel.loc[rel["role"] == "assistant", "reliability"], 0.4, rtol=1e-6)
+
+
+def test_self_relevance_readings():
+    rng = np.random.default_rng(0)
+    E = rng.normal(size=(5, 384))
+    E /= np.linalg.norm(E, axis=1, keepdims=True)
+    roles = np.array(["user", "assistant", "user", "user", "assistant"])
+    earlier = Fm._self_relevance(E, roles, roles)
+    inclusive = Fm._self_relevance(E, roles, roles, inclusive=True)
+    assert earlier[0] == 0.5  # nothing earlier
+    assert inclusive[0] == pytest.approx(1.0)  # the turn is its own centroid
+    np.testing.assert_allclose(earlier[[1, 4]], inclusive[[1, 4]])  # assistant turns: earlier user turns only
+    centroid = E[0] + E[2]
+    assert inclusive[3] == pytest.approx((1 + E[3] @ (centroid + E[3]) / np.linalg.norm(centroid + E[3])) / 2)
+    assert earlier[3] == pytest.approx((1 + E[3] @ centroid / np.linalg.norm(centroid)) / 2)
+
+
+def test_arousal_readings():
+    texts = ["The meeting is at noon.", "I LOVE this, it is SO amazing!!!", "good"]
+    structural, compound = Fm.emotion_and_valence(texts)
+    constant = Fm.emotional_intensity(texts, "constant")
+    lexical = Fm.emotional_intensity(texts, "lexical")
+    np.testing.assert_allclose(constant, np.abs(compound))
+    assert structural[2] == pytest.approx(abs(compound[2]) * 0.5)  # no cues: arousal 0.5
+    assert lexical[2] == pytest.approx(abs(compound[2]))  # its only word carries sentiment
+    assert (structural[0], constant[0], lexical[0]) == (0.0, 0.0, 0.0)
+    with pytest.raises(ParameterError, match="arousal"):
+        Fm.emotional_intensity(texts, "loud")
+
+
+def test_vader_is_exact_on_short_texts_and_bounded_on_long_ones():
+    from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+
+    sia = SentimentIntensityAnalyzer()
+    short = ["Not bad at all :)", "I HATE waiting... but the food was great!", "kind of ok 😀 thanks", ""]
+    for t in short:
+        assert Fm.vader_scores(t) == sia.polarity_scores(t)
+    sentence = "I am really happy with how this turned out, it is wonderful! "
+    long = sentence * 4000  # 240 KB: VADER itself would take minutes
+    pieces = Fm._pieces(long.strip(), Fm.VADER_PIECE_CHARS)
+    assert max(map(len, pieces)) <= Fm.VADER_PIECE_CHARS
+    assert " ".join(pieces).split() == long.split()  # every word scored once
+    assert Fm.vader_scores(long)["compound"] > 0.99
+    unbroken = "x" * 5000  # no sentence end and no space: cut at the limit
+    assert [len(p) for p in Fm._pieces(unbroken, 2000)] == [2000, 2000, 1000]
+
+
+def test_parallel_emotion_equals_serial():
+    texts = [f"Day {i}: I am {'thrilled' if i % 3 else 'furious'}!!" for i in range(60)]
+    a = Fm.emotion_and_valence(texts, workers=1)
+    b = Fm.emotion_and_valence(texts, workers=2)
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+
+
+def test_cache_path_stays_inside_the_cache_root(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMLIB_CACHE_DIR", str(tmp_path / "cache"))
+    ds = D.load_jsonl(write_jsonl(tmp_path / "conv.jsonl"), name="../../escaped")
+    Fm.annotate(ds, "blind", progress=False)
+    written = [p.resolve() for p in tmp_path.rglob("*.npz")]
+    assert written and all(p.is_relative_to((tmp_path / "cache" / "factors").resolve()) or
+                           p.is_relative_to((tmp_path / "cache" / "embeddings").resolve()) for p in written)
+    for name in ("../../x", "a/b/../c", "..", "/etc/passwd"):
+        assert "/" not in Fm._safe_name(name) and not Fm._safe_name(name).startswith(".")
+
+
+def test_annotation_reports_options_and_peak_memory(lme):
+    ann = Fm.annotate(lme, "blind", factor_set="extended", embedding="fast", use_cache=False, progress=False)
+    assert ann.info["factor_set"] == "extended" and ann.info["max_seq_length"] == 128
+    assert ann.info["peak_rss_gb"] > 0 and ann.info["seconds_beyond_embedding"] >= 0
+    with pytest.raises(ParameterError, match="factor_set"):
+        Fm.annotate(lme, "blind", factor_set="fancy", use_cache=False, progress=False)
