@@ -11,6 +11,9 @@ STAMP := $(VENV)/.installed
 ifneq ($(wildcard ../shared/datasets),)
 export MEMLIB_DATA_DIR ?= $(abspath ../shared/datasets)
 endif
+# Caches (embeddings, factor tables, study results) are content-addressed, so one per user serves every
+# clone: the hour of LongMemEval-S embeddings is paid once per machine. Set MEMLIB_CACHE_DIR to move it.
+export MEMLIB_CACHE_DIR ?= $(HOME)/.cache/memlib
 PIP_QUIET := 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 
 $(STAMP): requirements.txt pyproject.toml
@@ -21,28 +24,59 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e . $(PIP_QUIET)
 	touch $@
 
-.PHONY: all install studies book test clean
+# `make` is the quick main job: the paper study (LongMemEval-S) runs on a random sample of
+# PAPER_SAMPLE questions. `make paper` runs it, and the book's chapter 08, on all of them.
+PAPER_SAMPLE := 8
+ifeq ($(PAPER),1)
+export MEMLIB_PAPER := 1
+PAPER_ARGS :=
+else
+PAPER_ARGS := --sample $(PAPER_SAMPLE)
+endif
+
+.PHONY: all install studies book test clean lab lint paper
 install: $(STAMP)
 
-## Run every study headlessly; one JSON table per study in results/.
+## Run every study headlessly; one JSON table per study in results/ (the list: memlib.studies.STUDIES).
+## Each result is also cached (data/cache/results/, keyed by the memlib sources, the data file and the
+## parameters; memlib/studies/_cache.py), so the book's chapters, which run the same registered studies,
+## reuse it instead of computing it again. MEMLIB_RESULT_CACHE=0 turns the cache off.
 studies: install
 	mkdir -p results
-	for study in synthetic oracle-blind mlp sweep stream optimisers; do \
+	studies="$$($(PY) -m memlib study --list)"; \
+	for study in $$studies; do \
 	  echo "study $$study"; \
-	  $(PY) -m memlib study $$study --json > results/$$study.json.tmp && mv results/$$study.json.tmp results/$$study.json || exit 1; \
+	  args=""; if [ "$$study" = paper ]; then args="$(PAPER_ARGS)"; fi; \
+	  $(PY) -m memlib study $$study $$args --json > results/$$study.json.tmp && mv results/$$study.json.tmp results/$$study.json || exit 1; \
 	done
 
-## Build the book into _build/html (re-executes every notebook; any failing cell fails the build).
+## Build the book into _build/html (re-executes every notebook; any failing cell fails the build). After
+## `make studies` the chapters read the cached study results, so a warm rebuild only renders.
 book: install
 	$(PY) -m memlib book build
 	$(PY) -m memlib book check _build/html
 
 all: studies book
 
+## The full book with the paper's benchmark: chapter 08 and the paper study on all 498 LongMemEval-S
+## questions. Cold, the LongMemEval-S embeddings take about an hour on 2 cores (cached afterwards).
+paper:
+	$(MAKE) all PAPER=1
+
 ## The test suite: library unit tests, doctests and every notebook in quick mode under nbval.
 test: install
 	$(PY) -m memlib notebooks prepare build/nb --quick
 	$(PY) -m pytest tests memlib --doctest-modules --nbval-lax --nbval-current-env build/nb
+
+## Edit the chapters in JupyterLab on this venv's kernel: notebooks/*.md open as notebooks and saving
+## writes the .md (jupytext; paired .ipynb are git-ignored). Config: .jupyter/. Extra flags: LAB_ARGS=...
+lab: install
+	$(PY) -m jupyterlab --config=.jupyter/jupyter_server_config.py $(LAB_ARGS)
+
+## Lint and format check (ruff, configured in pyproject.toml); `ruff format .` fixes the format.
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 clean:
 	rm -rf _build build results

@@ -133,8 +133,7 @@ def hill_climb(
     return LearnResult(best_w, best_r, histories, finals, n_eval)
 
 
-def fit_mlp(cases, columns, hidden=(16, 16), epochs: int = 200, lr: float = 0.01, n_negatives: int = 16,
-            seed: int = 0):
+def fit_mlp(cases, columns, hidden=(16, 16), epochs: int = 200, lr: float = 0.01, n_negatives: int = 16, seed: int = 0):
     """Train a small MLP value ``g_theta(f)`` with a pairwise logistic ranking loss.
 
     Within each training case every gold turn is paired with ``n_negatives``
@@ -242,8 +241,236 @@ def cma_es(objective, live, max_evals: int = N_ITER * RESTARTS, sigma0: float = 
     if len(idx) == 1:  # CMA-ES needs two dimensions; one weight only scales the ranking
         loss([1.0])
     else:
-        es = cma.CMAEvolutionStrategy(np.ones(len(idx)), sigma0,
-                                      {"bounds": [0, None], "seed": seed + 1, "maxfevals": max_evals,
-                                       "verbose": -9})
+        es = cma.CMAEvolutionStrategy(
+            np.ones(len(idx)), sigma0, {"bounds": [0, None], "seed": seed + 1, "maxfevals": max_evals, "verbose": -9}
+        )
         es.optimize(loss)
     return LearnResult(best["w"], best["r"], [np.asarray(history)], [best["r"]], len(history))
+
+
+# --------------------------------------------------------------------------- learners over any features
+# The functions below learn a value over any number of features (e.g. the cues of memlib.cues), with
+# signed weights: a feature whose high values mark turns that are not needed gets a negative weight.
+
+
+def retention_mass(cases) -> np.ndarray:
+    """How much retention each turn carries: ``t[g, n] = sum over cases c on g with n gold of 1 / |gold_c|``.
+
+    Keeping turn ``n`` of history ``g`` adds ``t[g, n]`` to the summed retention of the cases
+    on ``g`` (cases without gold carry nothing). ``cases`` is a :class:`~memlib.cases.CaseSet`.
+
+    >>> from memlib.cases import CaseSet
+    >>> cs = CaseSet.from_haystacks([np.zeros((3, 7))], [np.zeros(3)], [0, 0], gold=[[0], [0, 2]])
+    >>> retention_mass(cs).tolist()
+    [[1.5, 0.0, 0.5]]
+    """
+    G, N = cases.time.shape
+    t = np.zeros(G * N)
+    w = 1.0 / np.maximum(cases.n_gold[cases.gold_case], 1)
+    np.add.at(t, cases.case_haystack[cases.gold_case] * N + cases.gold_pos, w)
+    return t.reshape(G, N)
+
+
+def _standardise(X: np.ndarray, valid: np.ndarray):
+    """Column mean and std over the real turns (std 1 for a constant column)."""
+    real = X[valid].astype(np.float64)
+    mu = real.mean(axis=0) if len(real) else np.zeros(X.shape[-1])
+    sd = real.std(axis=0) if len(real) else np.ones(X.shape[-1])
+    return mu, np.where(sd > 1e-12, sd, 1.0)
+
+
+def fit_pairwise_logistic(X, length, target, l2: float = 1e-3, w0=None) -> np.ndarray:
+    """Signed linear weights from a pairwise logistic loss, gold against non-gold turns of each history.
+
+    The convex surrogate of gold retention. For every history ``g``, every turn ``p`` that
+    carries retention (``target[g, p] > 0``) is paired with every turn ``j`` that carries none;
+    the loss is ``sum_g sum_p target[g, p] * mean_j softplus(s_j - s_p) / sum(target)`` with
+    ``s = X @ w`` on columns standardised over the real turns, plus ``l2 * |w|^2``. It is
+    minimised by L-BFGS (scipy) from ``w = 0``: deterministic, no seed. Weights are returned in
+    the units of ``X`` (one unit of feature ``k`` adds ``w[k]`` to the value).
+
+    Parameters
+    ----------
+    X : ndarray, shape (G, N, K)
+    length : ndarray, shape (G,)
+        Real turns per history (padding rows are ignored).
+    target : ndarray, shape (G, N)
+        Retention mass of each turn, e.g. :func:`retention_mass`.
+    l2 : float
+        Ridge penalty on the standardised weights.
+    w0 : array_like, shape (K,), optional
+        A start in the units of ``X`` (e.g. the fit on the full data, for bootstrap refits);
+        the minimum is the same, only reached in fewer steps.
+
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(20, 30, 3))
+    >>> target = (X[..., 0] - X[..., 2] > 1.5).astype(float)
+    >>> w = fit_pairwise_logistic(X, np.full(20, 30), target)
+    >>> bool(w[0] > 0 > w[2]), bool(abs(w[1]) < 0.3 * w[0])
+    (True, True)
+    """
+    from scipy.optimize import minimize
+
+    X = np.asarray(X, dtype=np.float64)
+    G, N, K = X.shape
+    valid = np.arange(N)[None, :] < np.asarray(length)[:, None]
+    target = np.where(valid, np.asarray(target, dtype=np.float64), 0.0)
+    mu, sd = _standardise(X, valid)
+    Z = ((X - mu) / sd).reshape(G * N, K)
+    pos_list, neg_list, wt_list = [], [], []
+    for g in range(G):
+        n = int(length[g])
+        p = np.flatnonzero(target[g, :n] > 0)
+        j = np.flatnonzero(target[g, :n] == 0)
+        if not len(p) or not len(j):
+            continue
+        pos_list.append(np.repeat(g * N + p, len(j)))
+        neg_list.append(np.tile(g * N + j, len(p)))
+        wt_list.append(np.repeat(target[g, p] / len(j), len(j)))
+    if not pos_list:
+        raise ParameterError("no history has both a turn with retention and one without: nothing to learn")
+    pi, ni, wt = np.concatenate(pos_list), np.concatenate(neg_list), np.concatenate(wt_list)
+    wt = wt / wt.sum()
+    M = G * N
+
+    def loss(w):
+        s = Z @ w
+        d = s[ni] - s[pi]
+        e = np.exp(-np.abs(d))  # softplus and sigmoid from one exp (np.logaddexp is ~10x slower)
+        f = float(wt @ (np.maximum(d, 0.0) + np.log1p(e))) + l2 * float(w @ w)
+        c = wt * np.where(d >= 0, 1.0, e) / (1.0 + e)  # d softplus(d) / dd = sigmoid(d)
+        coef = np.bincount(ni, weights=c, minlength=M) - np.bincount(pi, weights=c, minlength=M)
+        return f, Z.T @ coef + 2.0 * l2 * w
+
+    start = np.zeros(K) if w0 is None else np.asarray(w0, dtype=np.float64) * sd
+    res = minimize(loss, start, jac=True, method="L-BFGS-B", options={"maxiter": 500, "gtol": 1e-9})
+    return res.x / sd
+
+
+def hill_climb_signed(
+    objective,
+    w0,
+    n_iter: int = N_ITER,
+    sigma0: float = SIGMA0,
+    gamma: float = GAMMA,
+    restarts: int = 1,
+    seed: int = 0,
+) -> LearnResult:
+    """Algorithm 1 over signed weights of any length, started from ``w0``.
+
+    As :func:`hill_climb`, but weights may be negative (no clipping at 0) and the
+    search starts from ``w0`` scaled to a largest absolute weight of 1 (ranking by
+    ``X @ w`` does not depend on the scale of ``w``, so ``sigma0`` is relative to it).
+    Later restarts start from ``w0`` plus ``N(0, sigma0)`` noise.
+
+    >>> res = hill_climb_signed(lambda w: -np.sum((w - [0.5, -1.0]) ** 2), [1.0, 1.0], n_iter=400)
+    >>> np.round(res.weights, 1).tolist()
+    [0.5, -1.0]
+    """
+    n_iter = check_int("n_iter", n_iter, minimum=1)
+    restarts = check_int("restarts", restarts, minimum=1)
+    seed = check_int("seed", seed, minimum=0)
+    sigma0 = check_positive("sigma0", sigma0)
+    gamma = check_positive("gamma", gamma)
+    w0 = np.asarray(w0, dtype=float)
+    scale = np.max(np.abs(w0)) if np.any(w0) else 1.0
+    w0 = w0 / scale if np.any(w0) else np.ones_like(w0)
+    rng = np.random.default_rng(seed)
+    best_w, best_r = None, -np.inf
+    histories, finals, n_eval = [], [], 0
+    for restart in range(restarts):
+        w = w0.copy() if restart == 0 else w0 + rng.normal(0.0, sigma0, size=len(w0))
+        r_star = float(objective(w))
+        n_eval += 1
+        sigma = sigma0
+        hist = np.empty(n_iter + 1)
+        hist[0] = r_star
+        for t in range(1, n_iter + 1):
+            flip = rng.random(len(w)) < 0.5
+            step = rng.normal(0.0, sigma, size=len(w))
+            if flip.any():
+                w_new = w.copy()
+                w_new[flip] += step[flip]
+                r_new = float(objective(w_new))
+                n_eval += 1
+                if r_new > r_star:
+                    w, r_star = w_new, r_new
+            hist[t] = r_star
+            sigma *= gamma
+        histories.append(hist)
+        finals.append(r_star)
+        if r_star > best_r:
+            best_w, best_r = w, r_star
+    return LearnResult(best_w, best_r, histories, finals, n_eval)
+
+
+def cma_es_signed(objective, w0, max_evals: int = N_ITER * RESTARTS, sigma0: float = SIGMA0, seed: int = 0):
+    """CMA-ES (the ``cma`` package) over signed weights of any length, started from ``w0``.
+
+    As :func:`cma_es` without bounds; ``w0`` is scaled to a largest absolute weight of 1.
+
+    >>> res = cma_es_signed(lambda w: -np.sum((w - [0.5, -1.0]) ** 2), [1.0, 1.0], max_evals=300)
+    >>> np.round(res.weights, 1).tolist()
+    [0.5, -1.0]
+    """
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        import cma
+
+    max_evals = check_int("max_evals", max_evals, minimum=2)
+    seed = check_int("seed", seed, minimum=0)
+    w0 = np.asarray(w0, dtype=float)
+    w0 = w0 / np.max(np.abs(w0)) if np.any(w0) else np.ones_like(w0)
+    best = {"r": -np.inf, "w": w0}
+    history = []
+
+    def loss(x):
+        r = float(objective(np.asarray(x, dtype=float)))
+        if r > best["r"]:
+            best["r"], best["w"] = r, np.asarray(x, dtype=float).copy()
+        history.append(best["r"])
+        return -r
+
+    if len(w0) == 1:
+        loss(w0)
+    else:
+        es = cma.CMAEvolutionStrategy(w0, sigma0, {"seed": seed + 1, "maxfevals": max_evals, "verbose": -9})
+        es.optimize(loss)
+    return LearnResult(best["w"], best["r"], [np.asarray(history)], [best["r"]], len(history))
+
+
+def fit_gbm_ranker(X, length, target, seed: int = 0, max_iter: int = 200):
+    """A gradient-boosted value (scikit-learn ``HistGradientBoostingClassifier``) over any features.
+
+    The non-linear ceiling of a linear value over the same features. Each real turn is one
+    sample, labelled by whether it carries retention (``target > 0``); turns with retention are
+    weighted by it, the others so that each history's two classes weigh the same (the
+    weighting of :func:`fit_pairwise_logistic`). Default settings otherwise (no early stopping,
+    so the fit is deterministic for a seed).
+
+    Returns
+    -------
+    callable
+        ``score(X)`` mapping an array (..., K) to scores (...): the log-odds of carrying retention.
+    """
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    X = np.asarray(X, dtype=np.float32)
+    G, N, K = X.shape
+    valid = np.arange(N)[None, :] < np.asarray(length)[:, None]
+    target = np.where(valid, np.asarray(target, dtype=np.float64), 0.0)
+    y = target > 0
+    mass = target.sum(axis=1)
+    n_neg = np.maximum((valid & ~y).sum(axis=1), 1)
+    sw = np.where(y, target, (mass / n_neg)[:, None])
+    keep = valid & (sw > 0)
+    model = HistGradientBoostingClassifier(max_iter=max_iter, early_stopping=False, random_state=seed)
+    model.fit(X[keep], y[keep], sample_weight=sw[keep])
+
+    def score(Xq) -> np.ndarray:
+        Xq = np.asarray(Xq, dtype=np.float32)
+        return model.decision_function(Xq.reshape(-1, K)).reshape(Xq.shape[:-1])
+
+    return score

@@ -1,11 +1,12 @@
 """Gold-evidence retention under a keep budget, vectorised over many cases.
 
 A *case* is one evaluation question over a *haystack* of stored turns; the
-gold turns are the evidence the question needs. Cases may share a haystack
-(LoCoMo: every question of a conversation; LongMemEval blind: any questions
-whose histories coincide), so factors and scores live per haystack and the
-gold sets per case. Scoring a weight vector is then one product over the
-unique haystacks plus work proportional to the number of gold turns.
+gold turns are the evidence the question needs (see :class:`memlib.cases.CaseSet`,
+re-exported here). Cases may share a haystack (LoCoMo: every question of a
+conversation; LongMemEval blind: any questions whose histories coincide), so
+factors and scores live per haystack and the gold sets per case. Scoring a
+weight vector is then one product over the unique haystacks plus work
+proportional to the number of gold turns.
 
 Rules, fixed here and used everywhere:
 
@@ -33,12 +34,10 @@ Rules, fixed here and used everywhere:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
-from memlib import FACTORS
-from memlib._checks import ParameterError, check_fraction
+from memlib._checks import ParameterError, check_choice, check_fraction, check_int
+from memlib.cases import CaseSet
 
 
 def keep_count(n, keep_fraction: float) -> np.ndarray:
@@ -51,163 +50,6 @@ def keep_count(n, keep_fraction: float) -> np.ndarray:
     n = np.asarray(n, dtype=np.int64)
     k = np.ceil(n * keep_fraction - 1e-9).astype(np.int64)
     return np.clip(k, 1, np.maximum(n, 1))
-
-
-@dataclass(frozen=True)
-class CaseSet:
-    """Evaluation cases over shared haystacks, padded to one array.
-
-    Attributes
-    ----------
-    factors : ndarray, shape (G, N, 7), float32
-        Factor vectors of every haystack turn; padding rows are 0.
-    time : ndarray, shape (G, N), float64
-        Turn time in days (larger is more recent); padding is 0.
-    length : ndarray, shape (G,)
-        Number of real turns in each haystack.
-    case_haystack : ndarray, shape (C,)
-        Haystack index of each case.
-    gold_case, gold_pos : ndarray, shape (M,)
-        One entry per gold turn: its case and its position in the haystack.
-    case_ids : ndarray, shape (C,) of str
-    groups : ndarray, shape (C,) of str
-        Cases in one group share turns and must stay on one side of a split.
-    """
-
-    factors: np.ndarray
-    time: np.ndarray
-    length: np.ndarray
-    case_haystack: np.ndarray
-    gold_case: np.ndarray
-    gold_pos: np.ndarray
-    case_ids: np.ndarray
-    groups: np.ndarray
-    _n_gold: np.ndarray = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self):
-        G, N, d = self.factors.shape
-        if d != len(FACTORS):
-            raise ParameterError(f"factors must have {len(FACTORS)} columns, got {d}")
-        C = len(self.case_haystack)
-        if self.time.shape != (G, N) or self.length.shape != (G,):
-            raise ParameterError("time must be (G, N) and length (G,) for factors of shape (G, N, 7)")
-        if len(self.case_ids) != C or len(self.groups) != C:
-            raise ParameterError("case_ids and groups need one entry per case")
-        if C and (self.case_haystack.min() < 0 or self.case_haystack.max() >= G):
-            raise ParameterError("case_haystack points outside the haystacks")
-        if len(self.gold_pos) and np.any(self.gold_pos >= self.length[self.case_haystack[self.gold_case]]):
-            raise ParameterError("a gold position lies outside its haystack")
-        object.__setattr__(self, "_n_gold", np.bincount(self.gold_case, minlength=C))
-
-    # ------------------------------------------------------------------ build
-    @classmethod
-    def from_cases(cls, factors, times, gold, case_ids=None, groups=None) -> "CaseSet":
-        """One haystack per case: lists of (n_c, 7) factors, (n_c,) times and gold positions."""
-        n = len(factors)
-        return cls.from_haystacks(
-            factors, times, case_haystack=np.arange(n), gold=gold, case_ids=case_ids, groups=groups
-        )
-
-    @classmethod
-    def from_haystacks(cls, factors, times, case_haystack, gold, case_ids=None, groups=None) -> "CaseSet":
-        """Build from per-haystack factor matrices and per-case gold positions.
-
-        Parameters
-        ----------
-        factors : list of array_like, each (n_g, 7)
-        times : list of array_like, each (n_g,)
-        case_haystack : array_like of int, shape (C,)
-        gold : list of C lists of int
-            Gold positions of each case within its haystack (duplicates ignored).
-        case_ids, groups : sequences of str, optional
-            Default: the case index; the haystack index.
-        """
-        G = len(factors)
-        if len(times) != G:
-            raise ParameterError("factors and times need one entry per haystack")
-        length = np.array([len(f) for f in factors], dtype=np.int64)
-        N = int(length.max()) if G else 0
-        F = np.zeros((G, N, len(FACTORS)), dtype=np.float32)
-        T = np.zeros((G, N), dtype=np.float64)
-        for g, (f, t) in enumerate(zip(factors, times)):
-            f = np.asarray(f, dtype=np.float32).reshape(-1, len(FACTORS))
-            t = np.asarray(t, dtype=np.float64)
-            if len(t) != len(f):
-                raise ParameterError(f"haystack {g}: {len(f)} factor rows but {len(t)} times")
-            F[g, : len(f)] = f
-            T[g, : len(t)] = t
-        case_haystack = np.asarray(case_haystack, dtype=np.int64)
-        C = len(case_haystack)
-        if len(gold) != C:
-            raise ParameterError("gold needs one list per case")
-        gc, gp = [], []
-        for c, g in enumerate(gold):
-            pos = np.unique(np.asarray(g, dtype=np.int64))
-            gc.append(np.full(len(pos), c, dtype=np.int64))
-            gp.append(pos)
-        gold_case = np.concatenate(gc) if gc else np.zeros(0, np.int64)
-        gold_pos = np.concatenate(gp) if gp else np.zeros(0, np.int64)
-        if len(gold_pos) and gold_pos.min() < 0:
-            raise ParameterError("gold positions must be >= 0")
-        case_ids = np.asarray([str(i) for i in range(C)] if case_ids is None else [str(x) for x in case_ids])
-        groups = np.asarray(
-            [str(h) for h in case_haystack] if groups is None else [str(x) for x in groups]
-        )
-        return cls(F, T, length, case_haystack, gold_case, gold_pos, case_ids, groups)
-
-    # ------------------------------------------------------------- properties
-    @property
-    def n_cases(self) -> int:
-        return len(self.case_haystack)
-
-    @property
-    def n_haystacks(self) -> int:
-        return self.factors.shape[0]
-
-    @property
-    def n_gold(self) -> np.ndarray:
-        """Number of gold turns per case."""
-        return self._n_gold
-
-    @property
-    def n_without_gold(self) -> int:
-        """Cases that carry no gold turn (excluded from retention means)."""
-        return int(np.sum(self._n_gold == 0))
-
-    @property
-    def valid(self) -> np.ndarray:
-        """(G, N) mask of real (non-padding) turns."""
-        return np.arange(self.factors.shape[1])[None, :] < self.length[:, None]
-
-    @property
-    def live_factors(self) -> np.ndarray:
-        """Boolean mask of the factors that are not identically zero."""
-        return np.any(self.factors != 0, axis=(0, 1))
-
-    def gold_mask(self, case: int) -> np.ndarray:
-        """Boolean gold mask over the haystack of one case."""
-        m = np.zeros(self.length[self.case_haystack[case]], dtype=bool)
-        m[self.gold_pos[self.gold_case == case]] = True
-        return m
-
-    def subset(self, cases) -> "CaseSet":
-        """The cases at the given indices, keeping only the haystacks they use."""
-        cases = np.asarray(cases, dtype=np.int64)
-        used, new_h = np.unique(self.case_haystack[cases], return_inverse=True)
-        remap = np.full(self.n_cases, -1, dtype=np.int64)
-        remap[cases] = np.arange(len(cases))
-        sel = remap[self.gold_case] >= 0
-        N = int(self.length[used].max()) if len(used) else 0
-        return CaseSet(
-            factors=np.ascontiguousarray(self.factors[used, :N]),
-            time=np.ascontiguousarray(self.time[used, :N]),
-            length=self.length[used],
-            case_haystack=new_h.astype(np.int64),
-            gold_case=remap[self.gold_case[sel]],
-            gold_pos=self.gold_pos[sel],
-            case_ids=self.case_ids[cases],
-            groups=self.groups[cases],
-        )
 
 
 class RetentionEvaluator:
@@ -281,18 +123,18 @@ class RetentionEvaluator:
             raise ParameterError(f"scores must have shape {(G, self._N)}, got {s.shape}")
         out = np.empty((G, self._width), dtype=s.dtype)
         out[:, : self._N] = s
-        out[:, self._N:] = 0
+        out[:, self._N :] = 0
         out[~self._real] = 0
         out += self._pad
         return out
 
-    def _retention(self, s: np.ndarray) -> np.ndarray:
+    def _retention(self, s: np.ndarray, expected_ties: bool = False) -> np.ndarray:
         cs = self.cases
         if s.shape[1] == 0:
             return np.full(cs.n_cases, np.nan)
         part = np.partition(s, self._kth, axis=1)
         thr = part[:, self._kth]
-        n_above = np.count_nonzero(part[:, self._kth + 1:] > thr[:, None], axis=1) - self._n_plus
+        n_above = np.count_nonzero(part[:, self._kth + 1 :] > thr[:, None], axis=1) - self._n_plus
         n_equal = np.count_nonzero(part == thr[:, None], axis=1)
         gs = s[self._gold_h, cs.gold_pos]
         gt = thr[self._gold_h]
@@ -302,17 +144,35 @@ class RetentionEvaluator:
         h = cs.case_haystack
         slots = self.k[h] - n_above[h]
         nongold_equal = n_equal[h] - gold_equal
-        kept = gold_above + np.clip(slots - nongold_equal, 0, gold_equal)
+        if expected_ties:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                share = np.where(n_equal[h] > 0, np.clip(slots, 0, None) / n_equal[h], 0.0)
+            kept = gold_above + gold_equal * np.minimum(share, 1.0)
+        else:
+            kept = gold_above + np.clip(slots - nongold_equal, 0, gold_equal)
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(self._has_gold, kept / cs.n_gold, np.nan)
 
-    def per_case(self, scores) -> np.ndarray:
-        """Retention of every case (NaN for a case without gold) for (G, N) scores."""
-        return self._retention(self._pad_scores(scores))
+    def per_case(self, scores, ties: str = "pessimistic") -> np.ndarray:
+        """Retention of every case (NaN for a case without gold) for (G, N) scores.
 
-    def mean(self, scores) -> float:
-        """Mean retention over cases that have gold."""
-        return self._mean(self.per_case(scores))
+        ``ties``: ``pessimistic`` (the metric's rule: a tie at the cut never
+        favours gold) or ``expected`` (the exact expectation when the tied turns
+        are ordered uniformly at random: each tied gold turn is kept with
+        probability free slots / tied turns).
+
+        >>> import numpy as np
+        >>> cs = CaseSet.from_cases([np.eye(7)[[0, 0, 0, 1]]], [np.arange(4.0)], gold=[[2]])
+        >>> ev = RetentionEvaluator(cs, keep_fraction=0.5)
+        >>> ev.per_case(cs.factors[..., 0]).tolist(), ev.per_case(cs.factors[..., 0], ties="expected").tolist()
+        ([0.0], [0.6666666666666666])
+        """
+        check_choice("ties", ties, ("pessimistic", "expected"))
+        return self._retention(self._pad_scores(scores), expected_ties=ties == "expected")
+
+    def mean(self, scores, ties: str = "pessimistic") -> float:
+        """Mean retention over cases that have gold (``ties`` as in :meth:`per_case`)."""
+        return self._mean(self.per_case(scores, ties))
 
     def _mean(self, r) -> float:
         return float(np.mean(r[self._has_gold])) if self._has_gold.any() else float("nan")
@@ -345,8 +205,6 @@ def expected_random_retention(cases: CaseSet, keep_fraction: float) -> float:
     return float(np.mean(k[h] / cases.length[h]))
 
 
-
-
 def paired_bootstrap(gaps, n_boot: int = 1000, seed: int = 0, groups=None) -> tuple[float, float, float]:
     """Mean of per-case paired gaps and its 95% percentile bootstrap interval.
 
@@ -369,8 +227,6 @@ def paired_bootstrap(gaps, n_boot: int = 1000, seed: int = 0, groups=None) -> tu
     >>> round(m, 3), round(lo, 3), round(hi, 3)
     (0.1, 0.1, 0.1)
     """
-    from memlib._checks import check_int
-
     n_boot = check_int("n_boot", n_boot, minimum=1)
     g = np.asarray(gaps, dtype=float)
     if len(g) == 0:

@@ -55,8 +55,7 @@ PAPER_BOOTSTRAP = {
 
 # ---- REFERENCE ONLY: the paper's reported figures, shown in columns named paper_* ----
 #: Section 4.2 of the paper: MLP ablation (blind, LongMemEval-S).
-PAPER_MLP = {"mlp": (0.773, 0.011), "learned_V": (0.770, 0.011), "mlp_minus_linear": (0.003, 0.013),
-             "win_share": 0.55}
+PAPER_MLP = {"mlp": (0.773, 0.011), "learned_V": (0.770, 0.011), "mlp_minus_linear": (0.003, 0.013), "win_share": 0.55}
 
 #: The dataset name under which the paper's real-data figures apply.
 PAPER_DATASET = "longmemeval_s"

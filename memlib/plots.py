@@ -38,8 +38,9 @@ def weight_bars(weights: pd.DataFrame, title: str = "Learned weights") -> alt.Ch
         .encode(
             y=alt.Y("factor:N", sort=list(weights["factor"]), title=None),
             x=alt.X("weight:Q", title="weight"),
-            color=alt.Color("live:N", scale=alt.Scale(domain=[True, False], range=["#f58518", "#bbbbbb"]),
-                            title="live factor"),
+            color=alt.Color(
+                "live:N", scale=alt.Scale(domain=[True, False], range=["#f58518", "#bbbbbb"]), title="live factor"
+            ),
         )
         .properties(title=title, width=420, height=22 * len(weights))
     )
@@ -82,10 +83,14 @@ def correlation_heatmap(corr: pd.DataFrame) -> alt.Chart:
 
 def gold_percentile_bars(summary: pd.DataFrame) -> alt.Chart:
     """Mean percentile of gold turns by goal relevance, per regime (0.5 = chance)."""
-    bars = alt.Chart(summary).mark_bar().encode(
-        x=alt.X("gold_percentile:Q", scale=alt.Scale(domain=[0, 1]), title="mean percentile of gold turns"),
-        y=alt.Y("regime:N", title=None),
-        color=alt.Color("regime:N", legend=None),
+    bars = (
+        alt.Chart(summary)
+        .mark_bar()
+        .encode(
+            x=alt.X("gold_percentile:Q", scale=alt.Scale(domain=[0, 1]), title="mean percentile of gold turns"),
+            y=alt.Y("regime:N", title=None),
+            color=alt.Color("regime:N", legend=None),
+        )
     )
     chance = alt.Chart(pd.DataFrame({"x": [0.5]})).mark_rule(strokeDash=[4, 4]).encode(x="x:Q")
     return (bars + chance).properties(width=380, height=80, title="Where gold turns rank by goal relevance")
@@ -110,36 +115,56 @@ def regime_bars(summary: pd.DataFrame, title: str = "Gold retention: oracle vs b
 def weight_spread(weights: pd.DataFrame, title: str = "Learned weights over splits") -> alt.Chart:
     """Learned weights per factor and regime: a dot per split and the mean as a tick."""
     d = weights[weights.groupby("factor")["weight"].transform("max") > 0]
-    dots = alt.Chart(d).mark_circle(opacity=0.4, size=30).encode(
-        x=alt.X("weight:Q"), y=alt.Y("factor:N", title=None), color=alt.Color("regime:N"),
-        yOffset=alt.YOffset("regime:N"))
-    means = alt.Chart(d).mark_tick(thickness=3, size=14, color="black").encode(
-        x="mean(weight):Q", y="factor:N", yOffset=alt.YOffset("regime:N"))
+    dots = (
+        alt.Chart(d)
+        .mark_circle(opacity=0.4, size=30)
+        .encode(
+            x=alt.X("weight:Q"),
+            y=alt.Y("factor:N", title=None),
+            color=alt.Color("regime:N"),
+            yOffset=alt.YOffset("regime:N"),
+        )
+    )
+    means = (
+        alt.Chart(d)
+        .mark_tick(thickness=3, size=14, color="black")
+        .encode(x="mean(weight):Q", y="factor:N", yOffset=alt.YOffset("regime:N"))
+    )
     return (dots + means).properties(width=420, height=180, title=title)
 
 
 def sweep_lines(summary: pd.DataFrame, title: str = "Keep-fraction sweep (blind)") -> alt.Chart:
     """Figure 3: mean retention against keep fraction per policy, with a +-1 std band."""
     d = summary.assign(lo=summary["mean"] - summary["std"], hi=summary["mean"] + summary["std"])
-    base = alt.Chart(d).encode(x=alt.X("keep_fraction:Q", title="keep fraction", scale=alt.Scale(zero=False)),
-                               color=alt.Color("policy:N"))
+    base = alt.Chart(d).encode(
+        x=alt.X("keep_fraction:Q", title="keep fraction", scale=alt.Scale(zero=False)), color=alt.Color("policy:N")
+    )
     band = base.mark_area(opacity=0.15).encode(y="lo:Q", y2="hi:Q")
     line = base.mark_line(point=True).encode(y=alt.Y("mean:Q", title="gold retention", scale=alt.Scale(domain=[0, 1])))
     return (band + line).properties(width=440, height=280, title=title)
 
 
-def paired_splits(per_split: pd.DataFrame, a: str = "learned_V", b: str = "mlp",
-                  title: str = "Per split: linear value vs MLP") -> alt.Chart:
+def paired_splits(
+    per_split: pd.DataFrame, a: str = "learned_V", b: str = "mlp", title: str = "Per split: linear value vs MLP"
+) -> alt.Chart:
     """One point per split: retention of policy ``a`` (x) against policy ``b`` (y), with the diagonal."""
     wide = per_split.pivot_table(index="split", columns="policy", values="retention").reset_index()
     lo = float(min(wide[a].min(), wide[b].min())) - 0.01
     hi = float(max(wide[a].max(), wide[b].max())) + 0.01
-    pts = alt.Chart(wide).mark_circle(size=60).encode(
-        x=alt.X(f"{a}:Q", scale=alt.Scale(domain=[lo, hi], zero=False), title=f"{a} retention"),
-        y=alt.Y(f"{b}:Q", scale=alt.Scale(domain=[lo, hi], zero=False), title=f"{b} retention"))
+    pts = (
+        alt.Chart(wide)
+        .mark_circle(size=60)
+        .encode(
+            x=alt.X(f"{a}:Q", scale=alt.Scale(domain=[lo, hi], zero=False), title=f"{a} retention"),
+            y=alt.Y(f"{b}:Q", scale=alt.Scale(domain=[lo, hi], zero=False), title=f"{b} retention"),
+        )
+    )
     scale = alt.Scale(domain=[lo, hi], zero=False)
-    diag = alt.Chart(pd.DataFrame({"x": [lo, hi], "y": [lo, hi]})).mark_line(strokeDash=[4, 4], color="grey").encode(
-        x=alt.X("x:Q", scale=scale), y=alt.Y("y:Q", scale=scale))
+    diag = (
+        alt.Chart(pd.DataFrame({"x": [lo, hi], "y": [lo, hi]}))
+        .mark_line(strokeDash=[4, 4], color="grey")
+        .encode(x=alt.X("x:Q", scale=scale), y=alt.Y("y:Q", scale=scale))
+    )
     return (diag + pts).properties(width=300, height=300, title=title)
 
 
@@ -150,8 +175,10 @@ def stream_lines(table: pd.DataFrame, metric: str, k: int | None = None, title: 
     return (
         alt.Chart(d)
         .mark_line(point=True)
-        .encode(x=alt.X("budget:Q", title="memory budget (share of the history)"),
-                y=alt.Y(f"{metric}:Q", scale=alt.Scale(domain=[0, 1]), title=metric),
-                color=alt.Color("policy:N"))
+        .encode(
+            x=alt.X("budget:Q", title="memory budget (share of the history)"),
+            y=alt.Y(f"{metric}:Q", scale=alt.Scale(domain=[0, 1]), title=metric),
+            color=alt.Color("policy:N"),
+        )
         .properties(width=300, height=240, title=title or (metric if k is None else f"{metric}@{k}"))
     )

@@ -27,7 +27,7 @@ import numpy as np
 
 from memlib import FACTORS
 from memlib._checks import check_int
-from memlib.metrics import CaseSet
+from memlib.cases import CaseSet
 
 HIGH = (5.0, 2.0)
 LOW = (2.0, 5.0)

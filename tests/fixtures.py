@@ -1,6 +1,10 @@
-"""Schema-exact LongMemEval and generic JSONL fixtures written by the tests themselves."""
+"""Schema-exact LongMemEval and generic JSONL fixtures written by the tests themselves, and planted cases."""
 
 import json
+
+import numpy as np
+
+from memlib.cases import CaseSet
 
 FILLER = [
     {"role": "user", "content": "Can you suggest a good pasta recipe for a weeknight?"},
@@ -15,7 +19,11 @@ TRAVEL = [
 def longmemeval_records():
     """Three questions: two usable, sharing filler sessions; one abstention without gold."""
     answer_1 = [
-        {"role": "user", "content": "My dog Biscuit is allergic to chicken, so I buy salmon kibble.", "has_answer": True},
+        {
+            "role": "user",
+            "content": "My dog Biscuit is allergic to chicken, so I buy salmon kibble.",
+            "has_answer": True,
+        },
         {"role": "assistant", "content": "Salmon kibble is a good choice for dogs with poultry allergies."},
     ]
     answer_2 = [
@@ -70,12 +78,22 @@ def jsonl_records():
         {
             "conversation_id": "c1",
             "sessions": [
-                {"session_id": "s2", "date": "2024-01-06T09:00:00",
-                 "turns": [{"role": "user", "speaker": "Ana", "text": "The project deadline moved to March 3."},
-                           {"role": "assistant", "text": "Noted, March 3."}]},
-                {"session_id": "s1", "date": "2024-01-05T10:00:00",
-                 "turns": [{"role": "user", "speaker": "Ana", "text": "I am allergic to nuts."},
-                           {"role": "assistant", "text": "I will remember that."}]},
+                {
+                    "session_id": "s2",
+                    "date": "2024-01-06T09:00:00",
+                    "turns": [
+                        {"role": "user", "speaker": "Ana", "text": "The project deadline moved to March 3."},
+                        {"role": "assistant", "text": "Noted, March 3."},
+                    ],
+                },
+                {
+                    "session_id": "s1",
+                    "date": "2024-01-05T10:00:00",
+                    "turns": [
+                        {"role": "user", "speaker": "Ana", "text": "I am allergic to nuts."},
+                        {"role": "assistant", "text": "I will remember that."},
+                    ],
+                },
             ],
             "questions": [
                 {"question_id": "q1", "question": "What is Ana allergic to?", "evidence": [["s1", 0]]},
@@ -88,3 +106,27 @@ def jsonl_records():
 def write_jsonl(path, records=None):
     path.write_text("\n".join(json.dumps(r) for r in (jsonl_records() if records is None else records)) + "\n")
     return path
+
+
+def planted_regimes(n_groups=6, per_group=10, seed=0):
+    """Gold turns are reliable and old; the oracle goal column points at gold, the blind one is noise."""
+    out = {}
+    for regime in ("blind", "oracle"):
+        r = np.random.default_rng(seed)
+        factors, times, gold, groups = [], [], [], []
+        for g in range(n_groups):
+            for _ in range(per_group):
+                F = r.random((30, 7)) * 0.5
+                F[:, [2, 4, 6]] = 0
+                gp = r.choice(30, 3, replace=False)
+                F[gp, 5] += 0.5
+                if regime == "oracle":
+                    F[gp, 1] = 1.0
+                factors.append(F)
+                times.append(np.arange(30.0))
+                gold.append(gp)
+                groups.append(f"g{g}")
+        out[regime] = CaseSet.from_cases(
+            factors, times, gold, case_ids=[f"c{i}" for i in range(len(gold))], groups=groups
+        )
+    return out

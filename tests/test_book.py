@@ -1,11 +1,12 @@
-"""The book build must fail loudly when a notebook cell fails, and must not load remote scripts."""
+"""The book build must fail loudly when a notebook cell fails, render math offline, and load nothing remote."""
 
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 
-from memlib import notebooks
+from memlib import book
 
 NB_HEADER = """---
 jupytext:
@@ -15,12 +16,14 @@ kernelspec: {display_name: Python 3, language: python, name: python3}
 """
 
 
-def make_book(tmp_path: Path, cell_source: str) -> Path:
-    shutil.copy(notebooks.ROOT / "_config.yml", tmp_path / "_config.yml")
+def make_book(tmp_path: Path, cell_source: str, prose: str = "") -> Path:
+    shutil.copy(book.ROOT / "_config.yml", tmp_path / "_config.yml")
     (tmp_path / "book").mkdir()
-    shutil.copy(notebooks.ROOT / "book" / "references.bib", tmp_path / "book" / "references.bib")
+    shutil.copy(book.ROOT / "book" / "references.bib", tmp_path / "book" / "references.bib")
     (tmp_path / "intro.md").write_text("# Tiny book\n")
-    (tmp_path / "page.md").write_text(NB_HEADER + "# Page\n\n```{code-cell} ipython3\n" + cell_source + "\n```\n")
+    (tmp_path / "page.md").write_text(
+        NB_HEADER + "# Page\n\n" + prose + "\n\n```{code-cell} ipython3\n" + cell_source + "\n```\n"
+    )
     (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: page\n")
     return tmp_path
 
@@ -28,15 +31,71 @@ def make_book(tmp_path: Path, cell_source: str) -> Path:
 @pytest.mark.parametrize("source, ok", [("print(1 + 1)", True), ("raise RuntimeError('boom')", False)])
 def test_build_fails_exactly_when_a_cell_fails(tmp_path, source, ok):
     root = make_book(tmp_path, source)
-    code = notebooks.build_book(root)
+    code = book.build_book(root)
     assert (code == 0) is ok
     if ok:
         assert "2" in (root / "_build" / "html" / "page.html").read_text()
-        assert notebooks.remote_scripts(root / "_build" / "html") == []
+        assert book.remote_loads(root / "_build" / "html") == []
 
 
-def test_remote_script_detector(tmp_path):
+FORMULA = r"""The value is $V(m) = \sum_{i=1}^{7} w_i f_i(m)$ and a turn is forgotten by
+
+$$
+\operatorname{forget}(m) = (\Delta t)^{0.7} \cdot \frac{1}{1 + r} \cdot \frac{1}{1 + \beta V(m)}
+$$"""
+
+
+def test_math_renders_offline_with_our_config(tmp_path):
+    """With the book's _config.yml, $...$ and $$...$$ become MathML in the page; nothing is loaded remotely."""
+    root = make_book(tmp_path, "print('ok')", prose=FORMULA)
+    assert book.build_book(root) == 0
+    html_dir = root / "_build" / "html"
+    page = (html_dir / "page.html").read_text()
+    assert page.count('<math xmlns="http://www.w3.org/1998/Math/MathML"') == 2
+    assert 'display="block"' in page and "<mfrac>" in page and "&#x02211;" in page  # the sum and the fractions
+    assert "\\sum" not in page and "\\frac" not in page  # no raw TeX left for a script to typeset
+    assert not re.search(r"<script[^>]*mathjax", page, re.IGNORECASE)  # no MathJax, local or remote
+    assert book.remote_loads(html_dir) == []
+
+
+def test_remote_load_detector(tmp_path):
     (tmp_path / "a.html").write_text('<script src="https://cdn.example/x.js"></script>')
-    (tmp_path / "b.html").write_text('<script src="_static/x.js"></script>')
-    bad = notebooks.remote_scripts(tmp_path)
-    assert len(bad) == 1 and bad[0].startswith("a.html")
+    (tmp_path / "b.html").write_text('<script src="_static/x.js"></script><a href="https://doi.org/x">cite</a>')
+    (tmp_path / "c.html").write_text('<link rel="stylesheet" href="//fonts.example/css?family=X">')
+    (tmp_path / "d.html").write_text('<link rel="canonical" href="https://example.org/book/d.html">')
+    (tmp_path / "e.css").write_text("@font-face { font-family: X; src: url('https://fonts.example/x.woff2'); }")
+    bad = book.remote_loads(tmp_path)
+    assert [b.split(":")[0] for b in bad] == ["a.html", "c.html", "e.css"]
+
+
+#: Code lines longer than this run past the right edge of a rendered chapter.
+MAX_CODE_LINE = 100
+#: What a reader does not learn from: these calls belong in hidden cells.
+BOOKKEEPING = re.compile(r"^\s*(?:glue\(|emit_results\(|import |from \S+ import )", re.M)
+
+
+#: Chapters being reworked in parallel (issue 10, part 3): drop a name here once its chapter passes.
+PENDING = {"06_memory_store", "08_longmemeval", "09_cues"}
+
+
+@pytest.mark.parametrize(
+    "md",
+    [
+        pytest.param(p, marks=pytest.mark.xfail(reason="chapter still being reworked", strict=False))
+        if p.stem in PENDING
+        else p
+        for p in book.notebook_paths()
+    ],
+    ids=lambda p: p.stem,
+)
+def test_chapters_show_no_bookkeeping_and_fit_the_page(md):
+    import jupytext
+
+    for cell in jupytext.read(md).cells:
+        if cell.cell_type != "code":
+            continue
+        too_long = [line for line in cell.source.splitlines() if len(line) > MAX_CODE_LINE]
+        assert not too_long, f"{md.name}: code lines over {MAX_CODE_LINE} characters: {too_long}"
+        tags = set(cell.metadata.get("tags", []))
+        if not tags & {"remove-cell", "remove-input"}:
+            assert not BOOKKEEPING.search(cell.source), f"{md.name}: a shown cell does bookkeeping:\n{cell.source}"

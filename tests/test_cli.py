@@ -19,6 +19,16 @@ def test_study_synthetic_json_rows():
     assert rows == again
 
 
+def test_study_list_is_the_registry_the_makefile_reads():
+    from pathlib import Path
+
+    from memlib.studies import STUDIES
+
+    out = run("study", "--list")
+    assert out.returncode == 0 and out.stdout.split() == list(STUDIES)
+    assert "memlib study --list" in (Path(__file__).resolve().parent.parent / "Makefile").read_text()
+
+
 def test_study_synthetic_readable_table():
     out = run("study", "synthetic", "--quick")
     assert out.returncode == 0
@@ -36,7 +46,9 @@ def test_study_synthetic_readable_table():
         (["study", "oracle-blind", "--dataset", "nope"], "unknown dataset 'nope'"),
         (["study", "oracle-blind", "--n-splits", "1"], "n_splits must be an integer >= 2, got 1"),
         (["study", "mlp", "--keep-fraction", "1"], "keep_fraction must be in (0, 1), got 1.0"),
-        (["study", "sweep", "--n-train", "3"], "--n-train applies to the synthetic study only"),
+        (["study", "sweep", "--n-train", "3"], "--n-train does not apply to the sweep study"),
+        (["study", "synthetic", "--dataset", "locomo"], "--dataset does not apply to the synthetic study"),
+        (["study"], "name a study (one of: synthetic, factors, oracle-blind"),
     ],
 )
 def test_bad_parameters_give_one_clear_line(args, message):
@@ -69,8 +81,16 @@ def test_oracle_blind_on_a_longmemeval_schema_file(tmp_path):
 def test_too_few_cases_to_split(tmp_path):
     from fixtures import write_longmemeval
 
-    out = run("study", "oracle-blind", "--dataset", str(write_longmemeval(tmp_path / "lme.json")),
-              "--quick", "--n-splits", "2", "--json")
+    out = run(
+        "study",
+        "oracle-blind",
+        "--dataset",
+        str(write_longmemeval(tmp_path / "lme.json")),
+        "--quick",
+        "--n-splits",
+        "2",
+        "--json",
+    )
     # 2 usable questions = 2 groups: splittable; one usable question is not
     assert out.returncode == 0, out.stderr
     from fixtures import longmemeval_records
@@ -87,8 +107,9 @@ def test_sweep_runs_a_notebook_grid(tmp_path):
         "---\njupytext:\n  text_representation: {extension: .md, format_name: myst}\n"
         "kernelspec: {display_name: Python 3, language: python, name: python3}\n---\n"
         "# Tiny\n\n```{code-cell} ipython3\n:tags: [parameters]\nseed = 0\nscale = 1.0\n```\n\n"
-        "```{code-cell} ipython3\nimport pandas as pd\nfrom memlib.notebooks import emit_results\n"
-        "emit_results(pd.DataFrame({'policy': ['a'], 'retention': [seed * scale]}))\n```\n")
+        "```{code-cell} ipython3\nimport pandas as pd\nfrom memlib.book import emit_results\n"
+        "emit_results(pd.DataFrame({'policy': ['a'], 'retention': [seed * scale]}))\n```\n"
+    )
     out = run("sweep", str(nb), "-p", "seed", "1", "2", "-p", "scale", "0.5", "--out", str(tmp_path / "out"))
     assert out.returncode == 0, out.stderr
     import pandas as pd

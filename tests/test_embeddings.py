@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from memlib import ParameterError
-
 from memlib import embeddings as Emb
 
 
@@ -115,8 +114,7 @@ def test_sigkilled_run_resumes_in_a_new_process(tmp_path):
     cache_dir = tmp_path / "emb"
     shard_dir = cache_dir / "all-MiniLM-L6-v2-256"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    proc = subprocess.Popen([sys.executable, str(script), str(cache_dir), str(tmp_path / "first.log"), "0.15"],
-                            env=env)
+    proc = subprocess.Popen([sys.executable, str(script), str(cache_dir), str(tmp_path / "first.log"), "0.15"], env=env)
     deadline = time.monotonic() + 30
     while len(list(shard_dir.glob("shard-*.npz"))) < 2 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.02)
@@ -124,8 +122,12 @@ def test_sigkilled_run_resumes_in_a_new_process(tmp_path):
     proc.wait(timeout=10)
     stored = len(Emb.EmbeddingCache(cache_dir))
     assert 8 <= stored < 40, stored
-    subprocess.run([sys.executable, str(script), str(cache_dir), str(tmp_path / "second.log"), "0"], env=env,
-                   check=True, timeout=60)
+    subprocess.run(
+        [sys.executable, str(script), str(cache_dir), str(tmp_path / "second.log"), "0"],
+        env=env,
+        check=True,
+        timeout=60,
+    )
     second = (tmp_path / "second.log").read_text().split("\n")[:-1]
     assert len(second) == 40 - stored  # nothing stored is embedded again
     cache = Emb.EmbeddingCache(cache_dir)

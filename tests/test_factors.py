@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
-from fixtures import longmemeval_records, write_jsonl, write_longmemeval
 
+from fixtures import longmemeval_records, write_jsonl, write_longmemeval
 from memlib import FACTORS, ParameterError
 from memlib import datasets as D
 from memlib import factors as Fm
@@ -53,9 +53,15 @@ def test_factor_values_in_unit_interval_and_inert_columns(lme):
 
 def test_optional_factors_become_live(lme):
     r = np.arange(len(lme.turns))
-    ann = Fm.annotate(lme, "blind", value_profile="I care about my pets' health.",
-                      task_utility=lambda texts: np.full(len(texts), 0.25), retrievals=r,
-                      use_cache=False, progress=False)
+    ann = Fm.annotate(
+        lme,
+        "blind",
+        value_profile="I care about my pets' health.",
+        task_utility=lambda texts: np.full(len(texts), 0.25),
+        retrievals=r,
+        use_cache=False,
+        progress=False,
+    )
     assert ann.inert == []
     F = ann.turn_table(lme, 0)
     rows = ann.turn_rows[0, : ann.cases.length[0]]
@@ -98,8 +104,7 @@ def test_second_run_is_served_from_cache(lme, tmp_path, monkeypatch):
 def test_gold_positions_point_at_gold_text(lme):
     ann = Fm.annotate(lme, "blind", use_cache=False, progress=False)
     cs = ann.cases
-    texts = [lme.turns.loc[ann.turn_rows[cs.case_haystack[c], p], "text"]
-             for c, p in zip(cs.gold_case, cs.gold_pos)]
+    texts = [lme.turns.loc[ann.turn_rows[cs.case_haystack[c], p], "text"] for c, p in zip(cs.gold_case, cs.gold_pos)]
     assert texts[0].startswith("My dog Biscuit")
     assert len(texts) == 3
 
@@ -113,15 +118,17 @@ def test_jsonl_annotates(tmp_path):
 def test_emotion_and_reliability_heuristics():
     e = Fm.emotional_intensity(["ok.", "This is terrible!!!", "This is terrible."])
     assert e[0] == 0 and e[1] > e[2] > 0
-    r = Fm.reliability(["user", "assistant", "user", "user"],
-                       ["I live in Oslo.", "I live in Oslo.", "Maybe it was Oslo.", "Do you live in Oslo?"])
+    r = Fm.reliability(
+        ["user", "assistant", "user", "user"],
+        ["I live in Oslo.", "I live in Oslo.", "Maybe it was Oslo.", "Do you live in Oslo?"],
+    )
     assert r[0] > r[1] and r[0] > r[2] and r[0] > r[3]
     assert all(0 <= x <= 1 for x in r)
 
 
 @pytest.mark.parametrize("factor_set", Fm.FACTOR_SETS)
 def test_blind_factors_ignore_questions_in_every_factor_set_and_reading(lme, factor_set):
-    for arousal, self_reading in (("structural", "earlier"), ("lexical", "inclusive"), ("constant", "earlier")):
+    for arousal, self_reading in (("structural", "earlier"), ("lexical", "inclusive"), ("constant", "history")):
         kw = dict(factor_set=factor_set, arousal=arousal, self_reading=self_reading, use_cache=False, progress=False)
         a = Fm.annotate(lme, "blind", **kw)
         b = Fm.annotate(replace_questions(lme), "blind", **kw)
@@ -145,7 +152,10 @@ def test_self_relevance_readings():
     E /= np.linalg.norm(E, axis=1, keepdims=True)
     roles = np.array(["user", "assistant", "user", "user", "assistant"])
     earlier = Fm._self_relevance(E, roles, roles)
-    inclusive = Fm._self_relevance(E, roles, roles, inclusive=True)
+    inclusive = Fm._self_relevance(E, roles, roles, "inclusive")
+    history = Fm._self_relevance(E, roles, roles, "history")
+    users = E[0] + E[2] + E[3]
+    np.testing.assert_allclose(history, (1 + E @ users / np.linalg.norm(users)) / 2)
     assert earlier[0] == 0.5  # nothing earlier
     assert inclusive[0] == pytest.approx(1.0)  # the turn is its own centroid
     np.testing.assert_allclose(earlier[[1, 4]], inclusive[[1, 4]])  # assistant turns: earlier user turns only
@@ -197,8 +207,11 @@ def test_cache_path_stays_inside_the_cache_root(tmp_path, monkeypatch):
     ds = D.load_jsonl(write_jsonl(tmp_path / "conv.jsonl"), name="../../escaped")
     Fm.annotate(ds, "blind", progress=False)
     written = [p.resolve() for p in tmp_path.rglob("*.npz")]
-    assert written and all(p.is_relative_to((tmp_path / "cache" / "factors").resolve()) or
-                           p.is_relative_to((tmp_path / "cache" / "embeddings").resolve()) for p in written)
+    assert written and all(
+        p.is_relative_to((tmp_path / "cache" / "factors").resolve())
+        or p.is_relative_to((tmp_path / "cache" / "embeddings").resolve())
+        for p in written
+    )
     for name in ("../../x", "a/b/../c", "..", "/etc/passwd"):
         assert "/" not in Fm._safe_name(name) and not Fm._safe_name(name).startswith(".")
 

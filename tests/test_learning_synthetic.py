@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 
 from memlib import ParameterError
-from memlib.experiments import synthetic_confounds
 from memlib.learning import hill_climb
 from memlib.metrics import RetentionEvaluator
+from memlib.studies.synthetic import synthetic_confounds
 from memlib.synthetic import make_cases
 
 LIVE6 = np.array([True] * 6 + [False])

@@ -2,10 +2,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from memlib import ParameterError
-from memlib import experiments as X
+import memlib
+from fixtures import planted_regimes
+from memlib import FACTORS, ParameterError
+from memlib.cases import CaseSet
 from memlib.learning import fit_mlp
-from memlib.metrics import CaseSet, RetentionEvaluator, paired_bootstrap
+from memlib.metrics import RetentionEvaluator, paired_bootstrap
+from memlib.studies import oracle_blind as OB
+from memlib.studies._common import evaluate_splits, group_splits
+from memlib.studies.mlp import mlp_ablation_on_cases
+from memlib.studies.optimisers import optimiser_comparison_on_cases
+from memlib.studies.sweep import keep_fraction_sweep_on_cases
 
 
 def test_paired_bootstrap_recovers_a_planted_gap():
@@ -54,6 +61,7 @@ def test_mlp_learns_an_interaction_a_linear_value_cannot():
     ev = RetentionEvaluator(test, 0.3)
     r_mlp = ev.mean(score(test.factors))
     from memlib.learning import hill_climb
+
     lin = hill_climb(RetentionEvaluator(train, 0.3).objective, live, n_iter=200, seed=0)
     r_lin = ev.objective(lin.weights)
     assert r_mlp >= 0.9
@@ -71,83 +79,160 @@ def test_mlp_on_linearly_separable_factors_ranks_gold_first():
 
 def test_group_splits_keep_groups_apart_and_validate():
     groups = np.repeat(["a", "b", "c", "d"], 5)
-    for tr, te in X.group_splits(groups, 10, seed=0):
+    for tr, te in group_splits(groups, 10, seed=0):
         assert set(groups[tr]).isdisjoint(groups[te])
         assert len(tr) == len(te) == 10
     with pytest.raises(ParameterError, match="too few usable cases to split: 5 cases in 1 group"):
-        X.group_splits(["a"] * 5, 3)
+        group_splits(["a"] * 5, 3)
     with pytest.raises(ParameterError, match="n_splits must be an integer >= 2, got 1"):
-        X.group_splits(groups, 1)
-
-
-def planted_regimes(n_groups=6, per_group=10, seed=0):
-    """Gold turns are reliable and old; the oracle goal column points at gold, the blind one is noise."""
-    rng = np.random.default_rng(seed)
-    out = {}
-    for regime in ("blind", "oracle"):
-        r = np.random.default_rng(seed)
-        factors, times, gold, groups = [], [], [], []
-        for g in range(n_groups):
-            for c in range(per_group):
-                F = r.random((30, 7)) * 0.5
-                F[:, [2, 4, 6]] = 0
-                gp = r.choice(30, 3, replace=False)
-                F[gp, 5] += 0.5
-                if regime == "oracle":
-                    F[gp, 1] = 1.0
-                factors.append(F)
-                times.append(np.arange(30.0))
-                gold.append(gp)
-                groups.append(f"g{g}")
-        out[regime] = CaseSet.from_cases(factors, times, gold, case_ids=[f"c{i}" for i in range(len(gold))],
-                                         groups=groups)
-    del rng
-    return out
+        group_splits(groups, 1)
 
 
 def test_evaluate_splits_and_bootstrap_on_planted_data():
     regimes = planted_regimes()
-    per_case, weights = X.evaluate_splits(regimes, keep_fraction=0.3, n_splits=4, seed=0, quick=True)
+    per_case, weights = evaluate_splits(regimes, keep_fraction=0.3, n_splits=4, seed=0, quick=True)
     summary = per_case.groupby(["policy", "regime"])["retention"].mean()
     assert summary[("goal_only", "oracle")] == 1.0
     assert summary[("learned_V", "blind")] > 0.9
     assert summary[("reliability_only", "blind")] > 0.9
     assert ("recency_only", "oracle") not in summary.index and ("random", "oracle") not in summary.index
     assert summary[("random", "blind")] == pytest.approx(0.3, abs=0.1)
-    assert set(weights["factor"][weights["weight"] > 0]) <= {"emotional_intensity", "goal_relevance",
-                                                             "self_relevance", "reliability"}
-    boot = X.bootstrap_gaps(per_case, n_boot=200)
+    assert set(weights["factor"][weights["weight"] > 0]) <= {
+        "emotional_intensity",
+        "goal_relevance",
+        "self_relevance",
+        "reliability",
+    }
+    boot = OB.bootstrap_gaps(per_case, n_boot=200)
     row = boot[(boot["comparison"] == "learned_V - recency_only") & (boot["resample"] == "cases")].iloc[0]
     assert row["ci_low"] > 0.3 and row["learned_wins_splits"] == 4
 
 
 def test_evaluate_splits_rejects_unknown_policy():
     with pytest.raises(ParameterError, match="unknown policy 'oracle_magic'"):
-        X.evaluate_splits(planted_regimes(), policies=("oracle_magic",), n_splits=2)
+        evaluate_splits(planted_regimes(), policies=("oracle_magic",), n_splits=2)
 
 
 def test_real_study_parameter_errors():
     with pytest.raises(ParameterError, match=r"keep_fraction must be in \(0, 1\), got 1.5"):
-        X.oracle_vs_blind("locomo", keep_fraction=1.5)
+        OB.oracle_vs_blind("locomo", keep_fraction=1.5)
     with pytest.raises(ParameterError, match="n_splits must be an integer >= 2, got 1"):
-        X.oracle_vs_blind("locomo", n_splits=1)
+        OB.oracle_vs_blind("locomo", n_splits=1)
     with pytest.raises(ParameterError, match="unknown dataset 'nope'"):
-        X.oracle_vs_blind("nope")
+        OB.oracle_vs_blind("nope")
 
 
 def test_same_seed_same_numbers():
-    a, wa = X.evaluate_splits(planted_regimes(), n_splits=3, seed=4, quick=True)
-    b, wb = X.evaluate_splits(planted_regimes(), n_splits=3, seed=4, quick=True)
+    a, wa = evaluate_splits(planted_regimes(), n_splits=3, seed=4, quick=True)
+    b, wb = evaluate_splits(planted_regimes(), n_splits=3, seed=4, quick=True)
     pd.testing.assert_frame_equal(a, b)
     pd.testing.assert_frame_equal(wa, wb)
 
 
 def test_table3_layout_and_paper_columns():
-    summary = pd.DataFrame({"policy": ["learned_V", "learned_V", "recency_only"], "regime": ["oracle", "blind", "blind"],
-                            "mean": [0.9, 0.5, 0.3], "std": [0.01, 0.02, 0.03]})
-    t = X.table3(summary, "locomo")
+    summary = pd.DataFrame(
+        {
+            "policy": ["learned_V", "learned_V", "recency_only"],
+            "regime": ["oracle", "blind", "blind"],
+            "mean": [0.9, 0.5, 0.3],
+            "std": [0.01, 0.02, 0.03],
+        }
+    )
+    t = OB.table3(summary, "locomo")
     assert list(t["policy"]) == ["learned_V", "recency_only"] and "paper_blind" not in t
-    t = X.table3(summary, "longmemeval_s")
+    t = OB.table3(summary, "longmemeval_s")
     assert t.set_index("policy").loc["learned_V", "blind_mean"] == 0.5
     assert np.isnan(t.set_index("policy").loc["recency_only", "oracle_mean"])
     assert "paper_blind" in t and "paper_oracle" in t
+
+
+def test_oracle_vs_blind_summary_carries_the_mean_learned_weights():
+    res = OB.oracle_vs_blind_on_cases(planted_regimes(), n_splits=3, quick=True, n_boot=50)
+    s = res.summary.set_index(["policy", "regime"])
+    for regime in ("blind", "oracle"):
+        means = res.weights[res.weights["regime"] == regime].groupby("factor")["weight"].mean()
+        for f in FACTORS:
+            assert s.loc[("learned_V", regime), f"w_{f}"] == pytest.approx(means[f])
+    assert s.drop(index="learned_V", level="policy")[[f"w_{f}" for f in FACTORS]].isna().all().all()
+    assert res.info["expected_random"] == pytest.approx(0.3)
+
+
+def test_learned_weights_from_the_result_the_table_and_the_json(tmp_path):
+    from memlib.cli import _table_to_json
+    from memlib.store import MemoryStore
+
+    res = OB.oracle_vs_blind_on_cases(planted_regimes(), n_splits=2, quick=True, n_boot=20)
+    blind = res.weights[res.weights["regime"] == "blind"].groupby("factor")["weight"].mean()[list(FACTORS)]
+    path = tmp_path / "oracle-blind.json"
+    path.write_text(_table_to_json(res.summary))  # what `python -m memlib study oracle-blind --json` prints
+    for source in (res, res.summary, path, str(path)):
+        np.testing.assert_allclose(memlib.learned_weights(source), blind.to_numpy())
+    assert memlib.learned_weights(res, regime="oracle")[1] > 0  # the oracle learns goal relevance
+    store = MemoryStore(weights=memlib.learned_weights(path))
+    np.testing.assert_allclose(store.weights, blind.to_numpy())
+
+
+def test_learned_weights_say_what_is_missing(tmp_path):
+    with pytest.raises(ParameterError, match=r"nope.json: no such file; write it with `python -m memlib study"):
+        memlib.learned_weights(tmp_path / "nope.json")
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(ParameterError, match="bad.json: not a JSON table of the oracle-blind study"):
+        memlib.learned_weights(tmp_path / "bad.json")
+    old = tmp_path / "old.json"
+    old.write_text('[{"policy": "learned_V", "regime": "blind", "mean": 0.5}]')
+    with pytest.raises(
+        ParameterError,
+        match="old.json: the learned_V row of regime 'blind' has no w_emotional_intensity, w_goal_relevance",
+    ):
+        memlib.learned_weights(old)
+    with pytest.raises(ParameterError, match="old.json has no learned_V row for regime 'oracle'"):
+        memlib.learned_weights(old, regime="oracle")
+    with pytest.raises(ParameterError, match="expected the rows of the oracle-blind study's table, got int"):
+        memlib.learned_weights(3)
+
+
+def test_mlp_ablation_on_planted_cases():
+    res = mlp_ablation_on_cases(planted_regimes()["blind"], n_splits=3, quick=True)
+    per = res.per_split.pivot(index="split", columns="policy", values="retention")
+    # gold is planted in reliability alone: both models find it
+    assert (per["learned_V"] > 0.9).all() and (per["mlp"] > 0.9).all()
+    np.testing.assert_allclose(per["mlp_minus_linear"], per["mlp"] - per["learned_V"])
+    s = res.summary.set_index("policy")
+    assert list(s.index) == ["learned_V", "mlp", "mlp_minus_linear"]
+    assert s.loc["mlp_minus_linear", "win_share"] == pytest.approx((per["mlp_minus_linear"] > 0).mean())
+    assert np.isnan(s.loc["mlp", "win_share"]) and (s["n_splits"] == 3).all()
+
+
+def test_keep_fraction_sweep_on_planted_cases():
+    res = keep_fraction_sweep_on_cases(planted_regimes()["blind"], fractions=(0.1, 0.3), n_splits=2, quick=True)
+    s = res.summary.set_index(["policy", "keep_fraction"])
+    assert len(s) == 5 * 2 and set(res.per_split["split"]) == {0, 1}
+    # 3 gold turns of 30, all with the top reliability: keeping 10% already keeps them all
+    for kappa in (0.1, 0.3):
+        assert s.loc[("learned_V", kappa), "mean"] == 1.0
+        assert s.loc[("best_single_factor", kappa), "factor"] == "reliability_only"
+        assert s.loc[("recency_only", kappa), "mean"] < 0.7
+    assert (s.xs("learned_V", level="policy")["factor"] == "").all()
+    with pytest.raises(ParameterError, match="fractions must hold at least one keep fraction"):
+        keep_fraction_sweep_on_cases(planted_regimes()["blind"], fractions=())
+
+
+def test_optimiser_comparison_on_planted_cases():
+    res = optimiser_comparison_on_cases(planted_regimes()["blind"], n_splits=2, quick=True)
+    s = res.summary.set_index("optimiser")
+    assert res.info["budget"] == 101  # quick: 100 iterations x 1 restart, plus the start
+    evaluations = res.per_split.groupby("optimiser")["evaluations"].max()
+    # the hill-climb stays within the budget; CMA-ES checks it once per generation (8 samples in 4 dimensions)
+    assert evaluations["hill_climb"] <= res.info["budget"]
+    assert abs(evaluations["cma_es"] - res.info["budget"]) <= 8
+    assert s.loc["hill_climb", "mean"] > 0.9 and s.loc["cma_es", "mean"] > 0.9
+    wide = res.per_split.pivot(index="split", columns="optimiser", values="retention")
+    assert s.loc["cma_minus_hill_climb", "mean"] == pytest.approx((wide["cma_es"] - wide["hill_climb"]).mean())
+    # both weight vectors lean on reliability, so they point the same way
+    assert s.loc["cma_minus_hill_climb", "weight_cosine"] > 0.5
+    assert set(res.weights.loc[res.weights["weight"] > 0, "factor"]) <= {
+        "emotional_intensity",
+        "goal_relevance",
+        "self_relevance",
+        "reliability",
+    }

@@ -8,8 +8,13 @@ from memlib.value import TIERS, encoding_tier, normalised_value, value
 
 def test_factor_names_in_paper_order():
     assert FACTORS == (
-        "emotional_intensity", "goal_relevance", "value_alignment", "self_relevance",
-        "task_utility", "reliability", "usage_history",
+        "emotional_intensity",
+        "goal_relevance",
+        "value_alignment",
+        "self_relevance",
+        "task_utility",
+        "reliability",
+        "usage_history",
     )
 
 
@@ -34,7 +39,15 @@ def test_negative_or_misshaped_weights_are_refused():
 def test_encoding_tiers_at_thresholds():
     v = [0.0, 0.1999, 0.2, 0.4499, 0.45, 0.6999, 0.7, 1.0]
     assert encoding_tier(v).tolist() == [
-        "shallow", "shallow", "semantic", "semantic", "schematic", "schematic", "meta", "meta"]
+        "shallow",
+        "shallow",
+        "semantic",
+        "semantic",
+        "schematic",
+        "schematic",
+        "meta",
+        "meta",
+    ]
     assert tuple(TIERS) == ("shallow", "semantic", "schematic", "meta")
     with pytest.raises(ParameterError):
         encoding_tier([1.2])

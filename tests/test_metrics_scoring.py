@@ -3,7 +3,7 @@ import pytest
 
 from memlib import ParameterError
 from memlib.metrics import CaseSet, RetentionEvaluator, expected_random_retention, keep_count, retention
-from memlib.policies import POLICIES, policy_scores
+from memlib.scoring import POLICIES, policy_scores
 
 
 def reference_retention(scores, gold, k):
@@ -31,7 +31,7 @@ def test_vectorised_retention_matches_slow_reference(shared, kappa):
     rng = np.random.default_rng(7)
     cs = random_caseset(rng, shared=shared)
     w = rng.random(7)
-    scores = (cs.factors @ w.astype(np.float32))
+    scores = cs.factors @ w.astype(np.float32)
     got = retention(cs, scores, kappa)
     for c in range(cs.n_cases):
         h = cs.case_haystack[c]
@@ -54,7 +54,8 @@ def test_ties_never_favour_gold_constant_score_keeps_nothing():
     cs = CaseSet.from_cases([np.zeros((10, 7))], [np.zeros(10)], gold=[[3]])
     assert retention(cs, np.zeros((1, 10)), 0.5).tolist() == [0.0]
     # but strictly higher gold is kept
-    s = np.zeros((1, 10)); s[0, 3] = 1
+    s = np.zeros((1, 10))
+    s[0, 3] = 1
     assert retention(cs, s, 0.1).tolist() == [1.0]
 
 
@@ -104,8 +105,11 @@ def test_objective_equals_policy_scoring():
 
 def test_random_policy_expectation_is_keep_fraction():
     rng = np.random.default_rng(0)
-    cs = CaseSet.from_cases([rng.random((20, 7)) for _ in range(50)], [np.arange(20.0)] * 50,
-                            gold=[rng.choice(20, 3, replace=False) for _ in range(50)])
+    cs = CaseSet.from_cases(
+        [rng.random((20, 7)) for _ in range(50)],
+        [np.arange(20.0)] * 50,
+        gold=[rng.choice(20, 3, replace=False) for _ in range(50)],
+    )
     ev = RetentionEvaluator(cs, 0.3)
     draws = [ev.mean(policy_scores("random", cs, seed=s)) for s in range(300)]
     assert expected_random_retention(cs, 0.3) == pytest.approx(0.3)
@@ -122,7 +126,8 @@ def test_policy_errors_are_clear():
 
 
 def test_recency_and_single_factor_scores():
-    F = np.zeros((3, 7)); F[:, 3] = [0.1, 0.9, 0.5]
+    F = np.zeros((3, 7))
+    F[:, 3] = [0.1, 0.9, 0.5]
     cs = CaseSet.from_cases([F], [np.array([3.0, 1.0, 2.0])], gold=[[1]])
     assert retention(cs, policy_scores("self_only", cs), 0.3).tolist() == [1.0]
     assert retention(cs, policy_scores("recency_only", cs), 0.3).tolist() == [0.0]

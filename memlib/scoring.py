@@ -1,7 +1,9 @@
-"""Memory policies: how each baseline scores the turns of a haystack.
+"""Retention scoring rules (Table 3): how each rule scores the turns of a haystack.
 
-Every policy maps a :class:`~memlib.metrics.CaseSet` to a (G, N) score array;
-higher scores are kept first. ``learned_V`` and ``uniform_V`` are the linear
+These are the keep/drop rules of the paper's evaluation, named "policies" in its
+tables (the forgetting policies of a live store are :mod:`memlib.store`). Every
+rule maps a :class:`~memlib.cases.CaseSet` to a (G, N) score array; higher
+scores are kept first. ``learned_V`` and ``uniform_V`` are the linear
 value with learned or unit weights; ``<factor>_only`` ranks by one factor;
 ``recency_only`` by turn time; ``random`` by a seeded uniform draw.
 
@@ -12,7 +14,7 @@ smallest gap between distinct factor values (``1e-9``, in float64). Without
 it a coarse factor would be scored as if it always lost its ties.
 
 >>> import numpy as np
->>> from memlib.metrics import CaseSet
+>>> from memlib.cases import CaseSet
 >>> cs = CaseSet.from_cases([np.eye(7)[[5, 0]]], [np.array([0.0, 1.0])], gold=[[0]])
 >>> policy_scores("reliability_only", cs).round(6).tolist()
 [[1.0, 0.0]]
@@ -26,7 +28,7 @@ import numpy as np
 
 from memlib import FACTORS
 from memlib._checks import ParameterError, check_choice
-from memlib.metrics import CaseSet
+from memlib.cases import CaseSet
 from memlib.value import check_weights
 
 #: Short policy name of each factor's single-factor policy, in factor order.

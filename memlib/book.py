@@ -1,0 +1,329 @@
+"""Run the book's notebooks: conversion, parameters, execution and the book build.
+
+The MyST Markdown files under ``notebooks/`` are the source of truth. This
+module turns them into ``.ipynb`` with parameters injected (for nbval and
+papermill), builds the book so that any failing cell fails the build, and
+checks the built HTML loads nothing (script, stylesheet, font, image) from
+another host.
+
+It is also the book's Sphinx extension for math (``_config.yml`` lists it in
+``extra_extensions``): formulas written as ``$...$`` or ``$$...$$`` are rendered
+at build time to MathML (:func:`to_mathml`, by the pure-Python ``latex2mathml``),
+which browsers display natively. No MathJax, no script, nothing fetched.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK_DIR = ROOT / "notebooks"
+
+
+def notebook_paths(directory: Path = NOTEBOOK_DIR) -> list[Path]:
+    """The book's notebooks (``NN_topic.md``), in order."""
+    return sorted(p for p in Path(directory).glob("[0-9][0-9]_*.md"))
+
+
+def to_notebook(md_path, parameters: dict | None = None):
+    """Read a MyST notebook and inject ``parameters`` after its ``parameters`` cell."""
+    import jupytext
+    from papermill.parameterize import parameterize_notebook
+
+    nb = jupytext.read(md_path)
+    for cell in nb.cells:  # papermill expects every cell to carry a tags list
+        cell.metadata.setdefault("tags", [])
+    nb.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3", "language": "python"})
+    nb.metadata.setdefault("papermill", {})
+    if parameters:
+        nb = parameterize_notebook(nb, parameters, kernel_name="python3", language="python")
+    return nb
+
+
+def prepare(out_dir, parameters: dict | None = None, paths=None) -> list[Path]:
+    """Write every notebook as ``.ipynb`` into ``out_dir`` with ``parameters`` injected."""
+    import nbformat
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for md in paths or notebook_paths():
+        target = out_dir / (Path(md).stem + ".ipynb")
+        nbformat.write(to_notebook(md, parameters), target)
+        written.append(target)
+    return written
+
+
+def execute(md_path, out_path, parameters: dict | None = None, progress: bool = False):
+    """Execute one notebook with papermill and write the executed ``.ipynb``."""
+    import papermill as pm
+
+    nb = to_notebook(md_path)
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp_in = out_path.with_suffix(".input.ipynb")
+    import nbformat
+
+    nbformat.write(nb, tmp_in)
+    try:
+        return pm.execute_notebook(
+            str(tmp_in),
+            str(out_path),
+            parameters=parameters or {},
+            kernel_name="python3",
+            progress_bar=progress,
+            cwd=str(Path(md_path).resolve().parent),
+        )
+    finally:
+        tmp_in.unlink(missing_ok=True)
+
+
+def build_book(source=ROOT, output=None) -> int:
+    """Build the Jupyter Book at ``source``; every notebook re-executes; warnings are errors.
+
+    Returns the exit code of ``jupyter-book build`` (non-zero when any cell fails).
+    """
+    cmd = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(source), "--all", "-W", "--keep-going"]
+    if output is not None:
+        cmd += ["--path-output", str(output)]
+    return subprocess.call(cmd)
+
+
+#: Anything a page or a stylesheet makes the browser fetch from another host: a script, a
+#: stylesheet, font or icon (``<link href>``), an image or frame (``src``/``srcset``), or a
+#: CSS ``url(...)``/``@import``. Plain ``<a href>`` links are navigation, not loads.
+_REMOTE_LOAD = re.compile(
+    r"<(?:script|img|iframe|source|audio|video|embed|track|input)\b[^>]*\b(?:src|srcset)=[\"']\s*(?:https?:)?//"
+    r"|<link\b[^>]*\bhref=[\"']\s*(?:https?:)?//"
+    r"|<object\b[^>]*\bdata=[\"']\s*(?:https?:)?//"
+    r"|url\(\s*[\"']?\s*(?:https?:)?//"
+    r"|@import\s+[\"']\s*(?:https?:)?//",
+    re.IGNORECASE,
+)
+#: ``<link>`` relations that fetch nothing: where the page lives, not what it loads.
+_LINK_NO_FETCH = re.compile(r"\brel=[\"'](?:canonical|alternate|author|license|next|prev|search)[\"']", re.I)
+
+
+def remote_loads(html_dir) -> list[str]:
+    """Pages and stylesheets under ``html_dir`` that fetch anything from another host (should be empty).
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> _ = (d / "a.html").write_text('<link rel="stylesheet" href="https://cdn.example/m.css">')
+    >>> _ = (d / "b.html").write_text('<a href="https://doi.org/10.1/x">a link</a><img src="_static/x.svg">')
+    >>> _ = (d / "c.css").write_text("@font-face { src: url(//fonts.example/f.woff2) }")
+    >>> [line.split(":")[0] for line in remote_loads(d)]
+    ['a.html', 'c.css']
+    """
+    return _matches(html_dir, _REMOTE_LOAD, ("*.html", "*.css"), skip=_LINK_NO_FETCH)
+
+
+#: The name ``memlib book check`` calls: it checks every kind of remote load, scripts included.
+remote_scripts = remote_loads
+
+
+def _matches(html_dir, pattern, globs, skip=None) -> list[str]:
+    html_dir = Path(html_dir)
+    bad = []
+    for page in sorted(p for g in globs for p in html_dir.rglob(g)):
+        text = page.read_text(encoding="utf-8", errors="replace")
+        for m in pattern.finditer(text):
+            tag = text[m.start() : text.find(">", m.start()) + 1 or m.start() + 160]
+            if skip is not None and skip.search(tag):
+                continue
+            bad.append(f"{page.relative_to(html_dir)}: {text[m.start() : m.start() + 160]}")
+    return bad
+
+
+# -- math: LaTeX rendered to MathML at build time (the Sphinx extension) ---------------------------
+
+
+def to_mathml(latex: str, display: bool = False) -> str:
+    """LaTeX math as a MathML ``<math>`` element (what the book's pages carry).
+
+    >>> to_mathml(r"V(m) = \\sum_i w_i f_i(m)").startswith('<math xmlns="http://www.w3.org/1998/Math/MathML"')
+    True
+    >>> 'display="block"' in to_mathml(r"\bar V", display=True)
+    True
+    """
+    from latex2mathml.converter import convert
+
+    return convert(latex.strip(), display="block" if display else "inline")
+
+
+def _render(self, node, latex: str, display: bool) -> str:
+    try:
+        return to_mathml(latex, display)
+    except Exception as exc:  # noqa: BLE001 - any converter failure is reported as a build warning (an error)
+        from sphinx.util import logging
+
+        reason = f"{type(exc).__name__}: {exc}"
+        logging.getLogger(__name__).warning(f"math not rendered ({reason}): {latex!r}", location=node)
+        return f"<code>{self.encode(latex)}</code>"
+
+
+def _visit_math(self, node) -> None:
+    from docutils import nodes
+
+    self.body.append(self.starttag(node, "span", "", CLASS="math notranslate nohighlight"))
+    self.body.append(_render(self, node, node.astext(), display=False))
+    self.body.append("</span>")
+    raise nodes.SkipNode
+
+
+def _visit_displaymath(self, node) -> None:
+    from docutils import nodes
+    from sphinx.locale import _
+    from sphinx.util.math import get_node_equation_number
+
+    self.body.append(self.starttag(node, "div", CLASS="math notranslate nohighlight"))
+    if node["number"]:
+        self.body.append(f'<span class="eqno">({get_node_equation_number(self, node)})')
+        self.add_permalink_ref(node, _("Link to this equation"))
+        self.body.append("</span>")
+    latex = node.astext()
+    if not node["nowrap"]:  # blank-line separated equations: one aligned block, as MathJax does
+        parts = [p for p in latex.split("\n\n") if p.strip()]
+        if len(parts) > 1:
+            latex = "\\begin{aligned}" + " \\\\ ".join(parts) + "\\end{aligned}"
+    self.body.append(_render(self, node, latex, display=True))
+    self.body.append("</div>\n")
+    raise nodes.SkipNode
+
+
+#: The theme lays out ``div.math`` for MathJax's ``mjx-container``; the same for ``<math>``, and the
+#: reader's own math fonts (nothing is downloaded).
+MATH_CSS = """div.math > math { flex-grow: 1; overflow-x: auto; overflow-y: hidden; padding: .3rem 0; }
+math { font-family: "STIX Two Math", "Latin Modern Math", "Cambria Math", "DejaVu Math TeX Gyre", math, serif;
+       font-size: 1.1em; }
+"""
+
+
+def _write_math_css(app, exc) -> None:
+    if exc is None and app.builder.format == "html":
+        static = Path(app.outdir) / "_static"
+        static.mkdir(parents=True, exist_ok=True)
+        (static / "memlib-math.css").write_text(MATH_CSS)
+
+
+def setup(app):
+    """Sphinx entry point: register the ``mathml`` math renderer (``html_math_renderer: mathml``)."""
+    app.add_html_math_renderer("mathml", (_visit_math, None), (_visit_displaymath, None))
+    app.add_css_file("memlib-math.css")
+    app.connect("build-finished", _write_math_css)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+RESULTS_MIME = "application/vnd.memlib.results+json"
+
+
+def emit_results(table) -> None:
+    """Publish a notebook's results table as a machine-readable output (read by :func:`sweep`).
+
+    It displays nothing visible in the book: the output carries only a JSON
+    mimetype that the book ignores.
+    """
+    import json
+
+    from IPython.display import display
+
+    records = json.loads(table.to_json(orient="records", double_precision=15))
+    display({RESULTS_MIME: records}, raw=True)
+
+
+def read_results(nb) -> list:
+    """The records published by :func:`emit_results` in an executed notebook."""
+    out = []
+    for cell in nb.cells:
+        for o in cell.get("outputs", []):
+            data = o.get("data", {})
+            if RESULTS_MIME in data:
+                out.extend(data[RESULTS_MIME])
+    return out
+
+
+def parse_value(text: str):
+    """A command-line parameter value: int, float, True/False/None, or the string itself.
+
+    >>> [parse_value(v) for v in ["3", "0.3", "True", "None", "locomo"]]
+    [3, 0.3, True, None, 'locomo']
+    """
+    import ast
+
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def sweep(md_path, grid: dict, out_dir="results/sweeps", progress: bool = True):
+    """Execute a notebook for every combination of ``grid`` and combine its results tables.
+
+    Each run is written to ``out_dir/<notebook>/<hash of parameters>.ipynb``; the
+    combined table (one row per result record, with the run's parameters as
+    columns) goes to ``out_dir/<notebook>/results.csv``. Returns ``(table, path)``.
+    """
+    import hashlib
+    import itertools
+    import json
+
+    import pandas as pd
+    from tqdm import tqdm
+
+    from memlib._checks import ParameterError
+
+    md_path = Path(md_path)
+    if not md_path.is_file():
+        raise ParameterError(f"notebook {str(md_path)!r} not found")
+    if md_path.suffix not in (".md", ".ipynb"):
+        raise ParameterError(f"{md_path}: not a notebook: sweep runs a notebooks/NN_topic.md (MyST) or .ipynb file")
+    try:
+        nb = to_notebook(md_path)
+    except (ValueError, UnicodeDecodeError) as exc:  # jupytext and nbformat raise ValueError subclasses
+        reason = " ".join(str(exc).split())[:200]  # one line
+        raise ParameterError(f"{md_path}: cannot be read as a notebook ({type(exc).__name__}: {reason})") from None
+    if not any("parameters" in cell.metadata.get("tags", []) for cell in nb.cells):
+        raise ParameterError(f"{md_path}: not a memlib notebook: no cell is tagged 'parameters'")
+    declared = _declared_parameters(nb)
+    unknown = sorted(set(grid) - set(declared))
+    if unknown:
+        raise ParameterError(
+            f"unknown parameter(s) {', '.join(unknown)} for {md_path.name}; "
+            f"its parameters cell declares: {', '.join(declared)}"
+        )
+    names = list(grid)
+    combos = [dict(zip(names, vals)) for vals in itertools.product(*(grid[n] for n in names))] or [{}]
+    folder = Path(out_dir) / md_path.stem
+    frames = []
+    for params in tqdm(combos, desc=f"sweep {md_path.stem}", disable=not progress):
+        run = hashlib.sha1(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:10]
+        done = execute(md_path, folder / f"{run}.ipynb", parameters=params)
+        records = read_results(done)
+        if not records:
+            raise ParameterError(f"{md_path.name} published no results table (see memlib.book.emit_results)")
+        frames.append(pd.DataFrame(records).assign(run=run, **{f"param_{k}": v for k, v in params.items()}))
+    table = pd.concat(frames, ignore_index=True)
+    path = folder / "results.csv"
+    tmp = path.with_suffix(".csv.tmp")
+    table.to_csv(tmp, index=False)
+    tmp.replace(path)
+    return table, path
+
+
+def _declared_parameters(nb) -> list:
+    import ast
+
+    for cell in nb.cells:
+        if "parameters" in cell.metadata.get("tags", []):
+            tree = ast.parse(cell.source)
+            return [
+                t.id
+                for node in tree.body
+                if isinstance(node, ast.Assign)
+                for t in node.targets
+                if isinstance(t, ast.Name)
+            ]
+    return []

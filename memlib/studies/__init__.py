@@ -1,0 +1,113 @@
+"""The book's studies, one module per chapter, and the one registry of them.
+
+* :mod:`~.synthetic`, ``synthetic``: Table 2 on planted confounds (chapter 01);
+* :mod:`~.factor_study`, ``factors``: what the factors measure on real data (02);
+* :mod:`~.oracle_blind`, ``oracle-blind``: Table 3, Figure 2 and the bootstrap (03);
+* :mod:`~.mlp`, ``mlp``: the MLP ablation (04);
+* :mod:`~.sweep`, ``sweep``: Figure 3, retention against the keep fraction (05);
+* :mod:`~.stream`, ``stream``: the live store against published policies (06);
+* :mod:`~.optimisers`, ``optimisers``: hill-climb against CMA-ES (07);
+* :mod:`~.reproduction`, ``paper``: the paper's benchmark, LongMemEval-S, beside the paper (08);
+* :mod:`~.cues`, ``cues``: what to remember, learned from many cheap cues (09).
+
+Each module separates pure functions over :class:`~memlib.cases.CaseSet` objects or
+arrays, unit-tested on planted data (e.g. :func:`~.mlp.mlp_ablation_on_cases`), from a
+thin loader that reads a dataset and calls them (:func:`~.mlp.mlp_ablation`).
+:mod:`~._common` holds what the real-data studies share.
+
+:data:`STUDIES` is the registry that the command line (``python -m memlib study``),
+the Makefile (``python -m memlib study --list``) and ``python -m memlib sweep`` read.
+
+>>> list(STUDIES)
+['synthetic', 'factors', 'oracle-blind', 'mlp', 'sweep', 'stream', 'optimisers', 'paper', 'cues']
+>>> STUDIES["synthetic"].notebook
+'01_synthetic_confounds.md'
+>>> STUDIES["stream"].parameters[:3]
+('dataset', 'budgets', 'ks')
+>>> STUDIES["synthetic"].run.uncached is synthetic.synthetic_confounds
+True
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from memlib.studies import (
+    _cache,
+    cues,
+    factor_study,
+    mlp,
+    optimisers,
+    oracle_blind,
+    reproduction,
+    stream,
+    sweep,
+    synthetic,
+)
+from memlib.studies._common import group_splits, load_regimes
+
+
+@dataclass(frozen=True)
+class Study:
+    """One study of the book.
+
+    Attributes
+    ----------
+    name : str
+        Its command-line name.
+    run : callable
+        The loader: keyword parameters in, a result object out. Registering a
+        study wraps it in the result cache (:func:`~._cache.cached`), so the
+        command line, ``make studies`` and the book share one computation per
+        code version, data file and parameters; ``run.uncached`` is the bare
+        loader.
+    table : str
+        The attribute of the result that holds the published table.
+    notebook : str
+        Its chapter under ``notebooks/``.
+    lists : dict of str to str
+        Command-line options that fill a list parameter with one value
+        (``keep_fraction`` -> ``budgets`` for the stream study).
+    """
+
+    name: str
+    run: Callable
+    table: str
+    notebook: str
+    lists: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not hasattr(self.run, "uncached"):
+            object.__setattr__(self, "run", _cache.cached(self.name, self.run))
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        """The keyword parameters :attr:`run` accepts."""
+        return tuple(inspect.signature(self.run).parameters)
+
+    def run_table(self, **params):
+        """Run the study with ``params`` and return its published table."""
+        return getattr(self.run(**params), self.table)
+
+
+#: Every study by command-line name, in chapter order.
+STUDIES: dict[str, Study] = {
+    s.name: s
+    for s in (
+        Study("synthetic", synthetic.synthetic_confounds, "table", "01_synthetic_confounds.md"),
+        Study("factors", factor_study.factor_overview, "table", "02_factors.md"),
+        Study("oracle-blind", oracle_blind.oracle_vs_blind, "summary", "03_oracle_vs_blind.md"),
+        Study("mlp", mlp.mlp_ablation, "summary", "04_mlp_ablation.md"),
+        Study(
+            "sweep", sweep.keep_fraction_sweep, "summary", "05_keep_fraction_sweep.md", {"keep_fraction": "fractions"}
+        ),
+        Study("stream", stream.stream, "table", "06_memory_store.md", {"keep_fraction": "budgets"}),
+        Study("optimisers", optimisers.optimiser_comparison, "summary", "07_optimisers.md"),
+        Study("paper", reproduction.reproduce, "table", "08_longmemeval.md"),
+        Study("cues", cues.cue_rows, "summary", "09_cues.md"),
+    )
+}
+
+__all__ = ["STUDIES", "Study", "group_splits", "load_regimes"]

@@ -1,0 +1,422 @@
+"""Chapter 06: encode -> forget -> retrieve over time, in a live store against published policies.
+
+The pure parts work on arrays: :func:`replay` feeds one history (a frame of turns
+with their embeddings and emotion) into a fresh :class:`~memlib.store.MemoryStore`,
+consolidating at session ends; :func:`fold_weights` learns the value's weights
+on a blind :class:`~memlib.cases.CaseSet` for a two-fold split;
+:func:`question_scores` asks a store one question; :func:`stream_table`
+averages per-question scores. :func:`stream` and :func:`store_demo` load a
+dataset, its embeddings and factors, and compose them.
+
+>>> import numpy as np, pandas as pd
+>>> from memlib.store import make_policy
+>>> history = pd.DataFrame({"text": ["a", "b", "c", "d"], "role": "user", "speaker": "ana",
+...                         "session": ["s1", "s1", "s2", "s2"], "time": [0.0, 0.1, 7.0, 7.1]})
+>>> E = np.eye(384)[:4]
+>>> store = replay(history, np.ones(7), make_policy("memgpt_fifo"), budget=2, embeddings=E, emotion=np.zeros(4))
+>>> store.ids   # first in, first out: the first session is gone
+[2, 3]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from memlib import FACTORS
+from memlib._checks import ParameterError, check_choice, check_fraction, check_int
+from memlib.cases import CaseSet
+from memlib.learning import hill_climb
+from memlib.metrics import RetentionEvaluator, retrieval_metrics
+from memlib.store import MemoryStore, Policy, ValuePolicy, make_policy, valence
+from memlib.studies._common import learner_settings, load_regimes
+
+#: Policies of the streaming comparison: the names of :data:`memlib.store.POLICIES`, plus
+#: ``learned_V_keep``, the value policy that drops the lowest value first.
+STREAM_POLICIES = (
+    "learned_V",
+    "learned_V_keep",
+    "generative_agents",
+    "memorybank",
+    "memgpt_fifo",
+    "recency",
+    "rag_unbounded",
+)
+STREAM_BUDGETS = (0.1, 0.3, 0.5)
+STREAM_KS = (5, 10, 30)
+
+
+def stream_policy(name: str, beta: float = 1.0) -> Policy:
+    """The store policy of one row of the comparison (``beta`` applies to ``learned_V``)."""
+    check_choice("policy", name, STREAM_POLICIES)
+    if name == "learned_V_keep":
+        return make_policy("learned_V", keep_top_value=True)
+    return make_policy(name, beta=beta) if name == "learned_V" else make_policy(name)
+
+
+def budget_count(budget, n_turns: int) -> int:
+    """A budget given as a share of the history (float in (0, 1)) or as an absolute count (int >= 1).
+
+    A share is what ``--keep-fraction`` sets, and its errors name ``keep_fraction``.
+
+    >>> budget_count(0.3, 10), budget_count(4, 10)
+    (3, 4)
+    """
+    if isinstance(budget, (int, np.integer)) and not isinstance(budget, bool):
+        return check_int("budget", int(budget), minimum=1)
+    return max(1, int(np.ceil(check_fraction("keep_fraction", budget) * n_turns - 1e-9)))
+
+
+def history_frame(ds, rows: np.ndarray) -> pd.DataFrame:
+    """The turns at ``rows`` of ``ds.turns`` (in time order): text, role, speaker, session and time in days."""
+    turns = ds.turns
+    ts = ((turns["timestamp"].to_numpy()[rows] - np.datetime64("1970-01-01")) / np.timedelta64(1, "D")).astype(float)
+    return pd.DataFrame(
+        {
+            "text": turns["text"].to_numpy()[rows],
+            "role": turns["role"].to_numpy()[rows],
+            "speaker": turns["speaker"].to_numpy()[rows],
+            "session": turns["session"].to_numpy()[rows],
+            "time": ts,
+        }
+    )
+
+
+def replay(
+    history: pd.DataFrame,
+    weights,
+    policy: Policy,
+    budget: int,
+    embeddings: np.ndarray,
+    emotion: np.ndarray,
+    stats: dict | None = None,
+    factor_set: str = "paper",
+) -> MemoryStore:
+    """Replay one history into a fresh store, consolidating to ``budget`` items at each session end.
+
+    Parameters
+    ----------
+    history : DataFrame
+        ``text, role, speaker, session, time`` (days), one row per turn in time order
+        (see :func:`history_frame`); item ids in the store are row positions.
+    weights : array_like, shape (7,)
+    policy : Policy
+    budget : int
+    embeddings : ndarray, shape (n, 384)
+        Unit embedding of each turn.
+    emotion : ndarray, shape (n,)
+        Emotional intensity of each turn.
+    stats : dict, optional
+        ``stats["peak_items"]`` is raised to the largest store size seen at a session end.
+    factor_set : {'paper', 'extended'}
+        The store's reliability (:class:`~memlib.store.MemoryStore`).
+
+    Returns
+    -------
+    MemoryStore
+        The store after the last session.
+    """
+    # no near-duplicate merging: every policy, baselines included, stores the same turns
+    st = MemoryStore(weights=weights, policy=policy, factor_set=factor_set, merge_threshold=None)
+    ts = history["time"].to_numpy()
+    roles, speakers = history["role"].to_numpy(), history["speaker"].to_numpy()
+    texts, sess = history["text"].to_numpy(), history["session"].to_numpy()
+    peak = 0
+    for i in range(len(history)):
+        st.add(
+            texts[i],
+            role=roles[i],
+            time=ts[i],
+            speaker=speakers[i],
+            session=sess[i],
+            embedding=embeddings[i],
+            emotion=float(emotion[i]),
+        )
+        if i == len(history) - 1 or sess[i + 1] != sess[i]:
+            peak = max(peak, len(st))
+            st.consolidate(budget, now=ts[i])
+    if stats is not None:
+        stats["peak_items"] = max(stats.get("peak_items", 0), peak)
+    return st
+
+
+def two_folds(groups, seed: int = 0) -> np.ndarray:
+    """Fold 0 or 1 of every case: its group's place in a seeded permutation of the groups, mod 2."""
+    groups = np.asarray(groups)
+    uniq_groups = np.random.default_rng(seed).permutation(np.unique(groups))
+    fold_of_group = {g: i % 2 for i, g in enumerate(uniq_groups)}
+    return np.array([fold_of_group[g] for g in groups])
+
+
+def fold_weights(blind: CaseSet, fold: np.ndarray, budgets, seed: int = 0, quick: bool = False):
+    """Weights learned for each budget and fold on the *other* fold's blind cases.
+
+    The keep fraction of the objective is the budget's share of a history (an
+    absolute budget is divided by the mean history length). A single group has
+    no other fold and learns on itself.
+
+    Returns
+    -------
+    weights : dict of (budget, fold) to ndarray (7,)
+    table : DataFrame
+        ``budget, fold, factor, weight``.
+    """
+    mean_len = float(np.mean(blind.length))
+    wrows, weights = [], {}
+    for b in budgets:
+        share = b if not isinstance(b, (int, np.integer)) else min(max(b / mean_len, 1e-3), 0.999)
+        share = check_fraction("keep_fraction", share)
+        for f in (0, 1):
+            train_idx = np.flatnonzero(fold != f)
+            if len(train_idx) == 0:
+                train_idx = np.flatnonzero(fold == f)
+            train = blind.subset(train_idx)
+            res = hill_climb(
+                RetentionEvaluator(train, share).objective, train.live_factors, seed=seed, **learner_settings(quick)
+            )
+            weights[(b, f)] = res.weights
+            wrows += [{"budget": b, "fold": f, "factor": fac, "weight": w} for fac, w in zip(FACTORS, res.weights)]
+    return weights, pd.DataFrame(wrows)
+
+
+def question_scores(store: MemoryStore, query_vec, query_valence: float, gold: set, ks, sessions=None) -> dict:
+    """Gold retention of a store for one question, and its ranking's recall and NDCG at each k.
+
+    ``gold`` holds the question's gold item ids over the whole history, so a
+    forgotten gold turn counts as missed. With ``sessions`` (the session of each
+    item id) the same metrics are also computed at session level, as LongMemEval
+    reports them: the ranking keeps each session at its best turn's place, and
+    the gold sessions are those holding a gold turn (keys ``session_recall_any@k``, ...).
+    """
+    ids = np.asarray(store.ids)
+    ranking = ids[store.rank(query_vec, query_valence)]
+    out = {"retention": len(gold & set(store.ids)) / len(gold)}
+    for k in ks:
+        ra, rall, nd = retrieval_metrics(ranking, gold, k=k)
+        out.update({f"recall_any@{k}": ra, f"recall_all@{k}": rall, f"ndcg@{k}": nd})
+    if sessions is not None:
+        sess_rank = list(dict.fromkeys(sessions[i] for i in ranking))
+        sess_gold = {sessions[i] for i in gold}
+        for k in ks:
+            ra, rall, nd = retrieval_metrics(sess_rank, sess_gold, k=k)
+            out.update({f"session_recall_any@{k}": ra, f"session_recall_all@{k}": rall, f"session_ndcg@{k}": nd})
+    return out
+
+
+def stream_table(per_question: pd.DataFrame, ks) -> pd.DataFrame:
+    """Means over questions per policy, budget, level and k: retention, recall_any, recall_all, ndcg, n_questions.
+
+    ``level`` is ``turn``, and ``session`` where the per-question table has session-level metrics.
+    """
+    long = []
+    levels = [("turn", "")] + ([("session", "session_")] if f"session_recall_any@{ks[0]}" in per_question else [])
+    for level, prefix in levels:
+        for k in ks:
+            g = per_question.groupby(["policy", "budget"], sort=False)
+            agg = g.agg(
+                retention=("retention", "mean"),
+                recall_any=(f"{prefix}recall_any@{k}", "mean"),
+                recall_all=(f"{prefix}recall_all@{k}", "mean"),
+                ndcg=(f"{prefix}ndcg@{k}", "mean"),
+                n_questions=("case_id", "count"),
+            ).reset_index()
+            long.append(agg.assign(k=k, level=level))
+    return pd.concat(long, ignore_index=True)[
+        ["policy", "budget", "level", "k", "retention", "recall_any", "recall_all", "ndcg", "n_questions"]
+    ]
+
+
+@dataclass
+class StreamResult:
+    """Result of :func:`stream`.
+
+    Attributes
+    ----------
+    table : DataFrame
+        ``policy, budget, k, retention, recall_any, recall_all, ndcg, n_questions`` (means over questions).
+    per_question : DataFrame
+        One row per (policy, budget, question) with retention and metrics at each k.
+    weights : DataFrame
+        Learned weights used for ``learned_V`` per fold and budget (learned on the other fold).
+    info : dict
+    """
+
+    table: pd.DataFrame
+    per_question: pd.DataFrame
+    weights: pd.DataFrame
+    info: dict = field(default_factory=dict)
+
+
+def stream(
+    dataset="locomo",
+    budgets=STREAM_BUDGETS,
+    ks=STREAM_KS,
+    policies=STREAM_POLICIES,
+    seed: int = 0,
+    beta: float = 1.0,
+    quick: bool = False,
+    limit: int | None = None,
+    progress: bool = False,
+    sample: int | None = None,
+    factor_set: str = "paper",
+    embedding: str = "fast",
+) -> StreamResult:
+    """Encode -> forget -> retrieve over time, against published memory policies.
+
+    Every history (a LoCoMo conversation, a LongMemEval question's haystack) is
+    replayed session by session into a store with a fixed budget (a share of the
+    history's turns, or an absolute count) and consolidated at each session end.
+    After the last session each question is asked: gold *retention* is the share
+    of its gold turns still stored; *recall_any@k*, *recall_all@k* and *ndcg@k*
+    score the store's ranking for the question (LongMemEval's definitions, with
+    the whole history's gold as the ideal, so forgotten gold counts as missed).
+    Questions are asked on a snapshot (no retrieval-count updates between them).
+    A question with a date (LongMemEval's ``question_date``) is asked after
+    replaying only the sessions dated before it, and its ranking is also scored at
+    session level (LongMemEval's ``recall_any``, ``recall_all`` and ``ndcg_any``
+    over sessions). Abstention questions (ids ending in ``_abs``) are left out,
+    as LongMemEval's retrieval evaluation leaves them out.
+
+    The weights of ``learned_V`` are learned with the blind keep/drop objective on
+    the *other* half of the histories (a two-fold split by group), at a keep
+    fraction equal to the budget share, so no test question informs them.
+    """
+    from tqdm import tqdm
+
+    from memlib.embeddings import embed
+    from memlib.factors import emotion_and_valence
+
+    seed = check_int("seed", seed, minimum=0)
+    ks = [check_int("k", k, minimum=1) for k in ks]
+    budgets = list(budgets)
+    if not budgets:
+        raise ParameterError("budgets must hold at least one budget")
+    for b in budgets:  # before any data is loaded
+        budget_count(b, 1)
+    for p in policies:
+        stream_policy(p, beta)
+    ds, anns = load_regimes(
+        dataset, quick=quick, limit=limit, progress=progress, sample=sample, factor_set=factor_set, embedding=embedding
+    )
+    usable = ds.usable()
+    usable = usable.with_cases(usable.cases[~usable.cases["case_id"].astype(str).str.endswith("_abs")])
+    cases = usable.cases
+    if not len(cases):
+        raise ParameterError(f"{ds.name}: no usable question (with gold turns, not an abstention) to stream")
+
+    # embeddings and text-level factors, from the caches the annotation filled
+    used_rows = np.unique(np.concatenate([usable.haystack_rows(c) for c in range(len(cases))]))
+    text_ids = ds.turns["text_id"].to_numpy()
+    uniq = np.unique(text_ids[used_rows])
+    E_text = np.zeros((len(ds.texts), 384), np.float32)
+    E_text[uniq] = embed([ds.texts[i] for i in uniq], embedding, progress=progress)
+    E = E_text[text_ids]
+    emo_text = np.zeros(len(ds.texts))
+    emo_text[uniq] = emotion_and_valence([ds.texts[i] for i in uniq])[0]
+    emotion = emo_text[text_ids]
+    Q = embed(cases["question"].tolist(), embedding, progress=progress)
+    q_val = valence(cases["question"].tolist())
+
+    # two folds of groups; learned_V for a history uses weights learned on the other fold
+    groups = cases["group"].to_numpy()
+    fold = two_folds(groups, seed)
+    weights, weight_table = fold_weights(anns["blind"].cases, fold, budgets, seed, quick)
+
+    # a history is a haystack cut at its questions' date: questions asked at the same point share a replay
+    session_date = dict(zip(ds.sessions["session"], ds.sessions["date"]))
+    qdates = cases["question_date"]
+    histories: dict = {}
+    for c, hay in enumerate(cases["haystack"]):
+        cut = len(hay)
+        if pd.notna(qdates.iloc[c]):
+            cut = sum(session_date[x] <= qdates.iloc[c] for x in hay)
+        histories.setdefault((hay, cut), []).append(c)
+    rows = []
+    stats: dict = {}
+    bar = tqdm(total=len(histories) * len(policies) * len(budgets), desc="replay", disable=not progress)
+    dated = bool(qdates.notna().any())
+    for (hay, cut), case_list in histories.items():
+        n_rows = int(ds.sessions.set_index("session").loc[list(hay[:cut]), "n_turns"].sum())
+        hrows = usable.haystack_rows(case_list[0])[:n_rows]
+        history = history_frame(ds, hrows)
+        sessions = history["session"].to_numpy() if dated else None
+        pos_of_row = {r: i for i, r in enumerate(hrows)}
+        golds = [{pos_of_row[g] for g in cases["gold"].iloc[c] if g in pos_of_row} for c in case_list]
+        for b in budgets:
+            count = budget_count(b, len(hrows))
+            for name in policies:
+                w = weights[(b, fold[case_list[0]])] if name.startswith("learned_V") else np.ones(len(FACTORS))
+                policy = stream_policy(name, beta)
+                st = replay(
+                    history, w, policy, count, E[hrows], emotion[hrows], stats if policy.bounded else None, factor_set
+                )
+                for c, gold in zip(case_list, golds):
+                    if not gold:  # its evidence comes after the question's date: nothing to retain
+                        continue
+                    scores = question_scores(st, Q[c], q_val[c], gold, ks, sessions)
+                    rows.append(
+                        {
+                            "policy": name,
+                            "budget": b,
+                            "case_id": cases["case_id"].iloc[c],
+                            "group": groups[c],
+                            "retention": scores.pop("retention"),
+                            "stored": len(st),
+                            "history": len(hrows),
+                            **scores,
+                        }
+                    )
+                bar.update()
+    bar.close()
+    per_q = pd.DataFrame(rows)
+    info = {
+        **ds.stats(),
+        "histories": len(histories),
+        "beta": beta,
+        "peak_items": stats.get("peak_items", 0),  # largest bounded store at a session end, before forgetting
+        "max_history": int(per_q["history"].max()),
+    }
+    return StreamResult(stream_table(per_q, ks), per_q, weight_table, info)
+
+
+def store_demo(dataset="locomo", budget: float = 0.3, beta: float = 1.0, quick: bool = False, seed: int = 0):
+    """Replay the first conversation into a value-driven store, with weights learned on the others.
+
+    Returns ``(ds, store, info)``; ``info`` has the learned weights, the budget
+    and the history's questions (rows of ``ds.cases``) with their gold positions.
+    """
+    from memlib.embeddings import embed
+    from memlib.factors import emotional_intensity
+
+    ds, anns = load_regimes(dataset, quick=quick)
+    usable = ds.usable()
+    blind = anns["blind"].cases
+    first = usable.cases["group"].iloc[0]
+    others = np.flatnonzero(blind.groups != first)
+    train = blind.subset(others if len(others) else np.arange(blind.n_cases))
+    learned = hill_climb(
+        RetentionEvaluator(train, budget).objective, train.live_factors, seed=seed, **learner_settings(quick)
+    )
+    rows = usable.haystack_rows(0)
+    texts = ds.turns["text"].to_numpy()[rows].tolist()
+    E = np.asarray(embed(texts, "fast", progress=False), dtype=np.float32)
+    count = budget_count(budget, len(rows))
+    store = replay(
+        history_frame(ds, rows), learned.weights, ValuePolicy(beta=beta), count, E, emotional_intensity(texts)
+    )
+    questions = usable.cases[usable.cases["group"] == first]
+    pos = {r: i for i, r in enumerate(rows)}
+    questions = questions.assign(gold_positions=[tuple(pos[g] for g in gold) for gold in questions["gold"]])
+    return (
+        ds,
+        store,
+        {
+            "weights": learned.weights,
+            "budget": count,
+            "history": len(rows),
+            "questions": questions,
+            "trained_on_groups": int(len(np.unique(blind.groups[others]))),
+        },
+    )

@@ -1,0 +1,116 @@
+"""Chapter 05: blind retention against the keep fraction (the paper's Figure 3).
+
+:func:`keep_fraction_sweep_on_cases` scores five policies at each keep fraction
+over the group-aware splits of one blind :class:`~memlib.cases.CaseSet`;
+:func:`keep_fraction_sweep` loads a dataset's blind regime and calls it.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from memlib import FACTORS
+from memlib._checks import ParameterError, check_fraction
+from memlib.cases import CaseSet
+from memlib.learning import hill_climb
+from memlib.metrics import RetentionEvaluator
+from memlib.scoring import SINGLE_FACTOR, policy_scores
+from memlib.studies._common import RealDataResult, learner_settings, load_regime, split_plan, summarise
+
+#: Keep fractions of Figure 3.
+SWEEP_FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5)
+
+
+def _check_fractions(fractions) -> list[float]:
+    fractions = [check_fraction("keep_fraction", f) for f in fractions]
+    if not fractions:
+        raise ParameterError("fractions must hold at least one keep fraction")
+    return fractions
+
+
+def keep_fraction_sweep_on_cases(
+    cases: CaseSet,
+    fractions=SWEEP_FRACTIONS,
+    n_splits: int = 20,
+    seed: int = 0,
+    quick: bool = False,
+    progress: bool = False,
+) -> RealDataResult:
+    """Retention of each policy at each keep fraction over the group-aware splits of blind ``cases``.
+
+    Policies: learned_V, uniform_V, the best single factor (chosen on each split's
+    training cases, named in ``factor``), reliability_only and recency_only.
+    """
+    from tqdm import tqdm
+
+    fractions = _check_fractions(fractions)
+    splits, learn_seeds = split_plan(cases.groups, n_splits, seed)
+    live = cases.live_factors
+    singles = [p for p, f in SINGLE_FACTOR.items() if live[FACTORS.index(f)]]
+    rows = []
+    bar = tqdm(total=len(fractions) * n_splits, desc="sweep", disable=not progress)
+    for kappa in fractions:
+        for s, (tr, te) in enumerate(splits):
+            train, test = cases.subset(tr), cases.subset(te)
+            ev_tr, ev_te = RetentionEvaluator(train, kappa), RetentionEvaluator(test, kappa)
+            lin = hill_climb(ev_tr.objective, train.live_factors, seed=int(learn_seeds[s]), **learner_settings(quick))
+            best = max(singles, key=lambda p: ev_tr.mean(policy_scores(p, train)))
+            for name, label in (
+                ("learned_V", "learned_V"),
+                ("uniform_V", "uniform_V"),
+                (best, "best_single_factor"),
+                ("reliability_only", "reliability_only"),
+                ("recency_only", "recency_only"),
+            ):
+                rows.append(
+                    {
+                        "policy": label,
+                        "factor": name if label == "best_single_factor" else "",
+                        "regime": "blind",
+                        "keep_fraction": kappa,
+                        "split": s,
+                        "retention": ev_te.mean(policy_scores(name, test, weights=lin.weights)),
+                    }
+                )
+            bar.update()
+    bar.close()
+    per_split = pd.DataFrame(rows)
+    summary = summarise(per_split, ["policy", "regime", "keep_fraction"])
+    chosen = (
+        per_split[per_split["policy"] == "best_single_factor"]
+        .groupby("keep_fraction")["factor"]
+        .agg(lambda x: x.value_counts().index[0])
+    )
+    summary["factor"] = summary.apply(
+        lambda r: chosen.get(r["keep_fraction"], "") if r["policy"] == "best_single_factor" else "", axis=1
+    )
+    return RealDataResult(summary, per_split)
+
+
+def keep_fraction_sweep(
+    dataset="locomo",
+    fractions=SWEEP_FRACTIONS,
+    n_splits: int = 20,
+    seed: int = 0,
+    quick: bool = False,
+    limit: int | None = None,
+    progress: bool = False,
+    sample: int | None = None,
+    factor_set: str = "paper",
+    embedding: str = "fast",
+) -> RealDataResult:
+    """Figure 3 on a dataset's blind regime (see :func:`keep_fraction_sweep_on_cases`)."""
+    fractions = _check_fractions(fractions)
+    ds, cases = load_regime(
+        dataset,
+        "blind",
+        quick=quick,
+        limit=limit,
+        progress=progress,
+        sample=sample,
+        factor_set=factor_set,
+        embedding=embedding,
+    )
+    result = keep_fraction_sweep_on_cases(cases, fractions, n_splits, seed, quick, progress)
+    result.info = ds.stats()
+    return result

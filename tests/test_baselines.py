@@ -1,0 +1,116 @@
+"""Behaviour of the published baselines (memlib.store.baselines) in a live store.
+
+Each test plants a store where the policy's own rule, and no other, decides the outcome: the
+Generative Agents score (recency by last access, importance from emotional intensity, relevance
+weighted 3) and the Recency policy (newest kept and returned first, whatever the query).
+"""
+
+import numpy as np
+import pytest
+
+from memlib.store import MemoryStore
+from memlib.store import baselines as B
+
+DIM = 384
+
+
+def unit_vectors(n, seed=0):
+    """``n`` orthonormal vectors: every pair of turns has cosine exactly 0, so relevance ties but for the query's."""
+    q, _ = np.linalg.qr(np.random.default_rng(seed).normal(size=(DIM, n)))
+    return q.T
+
+
+def planted_store(policy, emotions, seed=0):
+    """One turn per day (turn i at day i), orthonormal embeddings and the given emotional intensities."""
+    vecs = unit_vectors(len(emotions), seed)
+    st = MemoryStore(policy=policy)
+    ids = [
+        st.add(f"turn {i}", role="user", time=float(i), session="s", embedding=vecs[i], emotion=float(e))
+        for i, e in enumerate(emotions)
+    ]
+    assert len(st) == len(emotions)  # nothing merged: every turn is its own item
+    return st, ids, vecs
+
+
+def kept(st) -> set:
+    return set(st.ids)
+
+
+# -- Generative Agents ---------------------------------------------------------------------------
+
+
+def test_generative_agents_forgets_least_recently_accessed_when_importance_ties():
+    st, ids, _ = planted_store(B.GenerativeAgentsPolicy(), [0.5] * 8)
+    st.consolidate(budget=3)
+    assert kept(st) == set(ids[-3:])
+
+
+def test_generative_agents_importance_outweighs_recency():
+    # importance weight 2 > recency weight 0.5: the oldest turn, the only poignant one, outlives newer calm turns
+    emotions = [1.0] + [0.0] * 7
+    st, ids, _ = planted_store(B.GenerativeAgentsPolicy(), emotions)
+    st.consolidate(budget=2)
+    assert ids[0] in kept(st)
+    assert kept(st) == {ids[0], ids[-1]}  # the other survivor is the most recent turn
+
+
+def test_generative_agents_recency_is_refreshed_by_access_unlike_fifo():
+    """A retrieved turn becomes the most recently accessed: Generative Agents keeps it, FIFO still drops it."""
+    for policy, survives in ((B.GenerativeAgentsPolicy(), True), (B.FIFOPolicy(), False)):
+        st, ids, vecs = planted_store(policy, [0.5] * 6)
+        hit = st.retrieve(query_embedding=vecs[0], k=1, now=10.0)
+        assert hit[0]["id"] == ids[0]
+        st.consolidate(budget=3, now=10.0)
+        assert (ids[0] in kept(st)) is survives, policy.name
+
+
+def test_generative_agents_relevance_dominates_retrieval():
+    # the oldest, least important turn is returned first when it matches the query (relevance weight 3)
+    emotions = [0.0] + [1.0] * 7
+    st, ids, vecs = planted_store(B.GenerativeAgentsPolicy(), emotions)
+    hits = st.retrieve(query_embedding=vecs[0], k=3)
+    assert hits[0]["id"] == ids[0]
+    # among the rest (relevance 0 for all), importance then recency order them: the newest poignant turns
+    assert [h["id"] for h in hits[1:]] == [ids[-1], ids[-2]]
+
+
+def test_generative_agents_score_is_the_published_weighted_sum():
+    emotions = [0.2, 0.9, 0.5, 0.0]
+    policy = B.GenerativeAgentsPolicy()
+    st, _, vecs = planted_store(policy, emotions)
+    q = vecs[2]
+    scores = policy.retrieval_scores(st, q, 0.0, now=3.0)
+
+    def minmax(x):
+        return (x - x.min()) / (x.max() - x.min())
+
+    recency = 0.99 ** np.array([4, 3, 2, 1])  # rank 1 = the most recently accessed (the last turn)
+    importance = 1 + 9 * np.array(emotions)
+    relevance = vecs @ q
+    expected = 0.5 * minmax(recency) + 3 * minmax(relevance) + 2 * minmax(importance)
+    np.testing.assert_allclose(scores, expected, atol=1e-6)
+
+
+# -- Recency ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("emotions", [[0.0] * 8, [1.0] * 4 + [0.0] * 4])
+def test_recency_keeps_the_newest_whatever_their_factors(emotions):
+    st, ids, _ = planted_store(B.RecencyPolicy(), emotions)
+    st.consolidate(budget=3)
+    assert kept(st) == set(ids[-3:])
+
+
+def test_recency_returns_newest_first_and_ignores_the_query():
+    st, ids, vecs = planted_store(B.RecencyPolicy(), [0.5] * 6)
+    hits = st.retrieve(query_embedding=vecs[0], k=3)  # the query matches the oldest turn exactly
+    assert [h["id"] for h in hits] == [ids[-1], ids[-2], ids[-3]]
+    assert ids[0] not in {h["id"] for h in hits}
+
+
+def test_recency_forgetting_ignores_retrieval():
+    st, ids, _ = planted_store(B.RecencyPolicy(), [0.5] * 6)
+    # Recency never returns the oldest turns, so mark them used through the policy hook a retrieval calls
+    st.policy.on_retrieve(st, np.array([0, 1]), 10.0)
+    st.consolidate(budget=2, now=10.0)
+    assert kept(st) == set(ids[-2:])

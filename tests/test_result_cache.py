@@ -1,0 +1,140 @@
+"""The study result cache (memlib.studies._cache): exact round trips, and a new key for any change to
+code, data or parameters, so a stale result is never served."""
+
+import os
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from memlib.learning import LearnResult
+from memlib.studies import STUDIES, Study, _cache
+
+
+@dataclass
+class Result:
+    table: pd.DataFrame
+    extra: dict = field(default_factory=dict)
+
+
+def rich_result():
+    table = pd.DataFrame(
+        {
+            "policy": ["learned_V", "uniform_V", "random"],
+            "mean": [0.123456789012345678, np.nan, 1 / 3],
+            "n": np.array([3, 2, 1], dtype=np.int64),
+            "ok": [True, False, True],
+            "factor": ["goal_relevance", "", None],
+        }
+    )
+    wide = table.set_index(["policy", "n"])
+    learning = LearnResult(
+        weights=np.array([0.1, 0.0, 2.5]),
+        train_return=0.75,
+        history=[np.arange(3.0), np.array([np.inf, -1.0])],
+        restart_returns=[0.5, np.float64(0.75)],
+        n_evaluations=12,
+    )
+    info = {"dataset": "locomo", "inert": ["task_utility"], "tiers": (0.2, 0.45), "k": np.int64(7), 3: None}
+    return Result(table, {"wide": wide, "series": table["mean"], "learning": learning, "info": info})
+
+
+def test_encode_decode_round_trips_exactly(tmp_path):
+    r = rich_result()
+    _cache.save(tmp_path / "r.npz", r)
+    back = _cache.load(tmp_path / "r.npz")
+    assert _cache.same(r, back)
+    assert back.table["mean"].iloc[0] == r.table["mean"].iloc[0]  # bit for bit, not to 15 digits
+    assert isinstance(back.extra["learning"], LearnResult) and isinstance(back.extra["info"]["tiers"], tuple)
+    assert list(tmp_path.iterdir()) == [tmp_path / "r.npz"]  # no temporary file left behind
+
+
+def test_same_tells_results_apart():
+    a, b = rich_result(), rich_result()
+    assert _cache.same(a, b)
+    b.table.loc[1, "n"] = 5
+    assert not _cache.same(a, b)
+
+
+def test_a_result_holding_an_arbitrary_object_is_not_cached(tmp_path):
+    with pytest.raises(_cache.Uncacheable):
+        _cache.save(tmp_path / "r.npz", Result(pd.DataFrame({"x": [object()]})))
+    with pytest.raises(_cache.Uncacheable):
+        _cache.save(tmp_path / "r.npz", Result(pd.DataFrame(), {"f": len}))
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.fixture
+def counted(tmp_path, monkeypatch):
+    """A study that counts its runs, cached under a temporary cache root."""
+    monkeypatch.setenv("MEMLIB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("MEMLIB_RESULT_CACHE", raising=False)
+    calls = []
+
+    def study(dataset, keep_fraction: float = 0.3, seed: int = 0, progress: bool = False):
+        calls.append((dataset, keep_fraction, seed))
+        return Result(pd.DataFrame({"keep": [keep_fraction], "seed": [seed]}))
+
+    data = tmp_path / "data.jsonl"
+    data.write_text("one\n")
+    return Study("toy", study, "table", "00_toy.md"), calls, data
+
+
+def test_a_repeated_run_is_served_from_the_cache(counted):
+    study, calls, data = counted
+    first = study.run(str(data), keep_fraction=0.3)
+    again = study.run(dataset=str(data), progress=True)  # same parameters: defaults filled in, progress ignored
+    assert len(calls) == 1 and _cache.same(first, again)
+    assert study.run_table(dataset=data).equals(first.table)  # a Path names the same file
+    assert len(calls) == 1
+
+
+def test_parameters_code_and_data_each_invalidate(counted, monkeypatch):
+    study, calls, data = counted
+    study.run(str(data))
+    study.run(str(data), seed=1)  # parameters
+    assert len(calls) == 2
+    with monkeypatch.context() as m:
+        m.setattr(_cache, "code_version", lambda: "another version of memlib")  # code
+        study.run(str(data))
+    assert len(calls) == 3
+    data.write_text("one\ntwo\n")  # data
+    os.utime(data, ns=(1, 1))
+    study.run(str(data))
+    assert len(calls) == 4
+    study.run(str(data))
+    assert len(calls) == 4
+
+
+def test_a_damaged_cache_file_is_recomputed_with_a_warning(counted, tmp_path):
+    study, calls, data = counted
+    study.run(str(data))
+    (path,) = (tmp_path / "cache" / "results" / "toy").glob("*.npz")
+    path.write_bytes(b"not an npz")
+    with pytest.warns(UserWarning, match="unreadable cached result"):
+        study.run(str(data))
+    assert len(calls) == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        study.run(str(data))  # rewritten whole
+    assert len(calls) == 2
+
+
+def test_the_cache_can_be_turned_off(counted, monkeypatch):
+    study, calls, data = counted
+    monkeypatch.setenv("MEMLIB_RESULT_CACHE", "0")
+    study.run(str(data))
+    study.run(str(data))
+    assert len(calls) == 2
+
+
+def test_every_registered_study_is_cached_and_keeps_its_signature():
+    for study in STUDIES.values():
+        assert study.run.uncached is not study.run
+        assert study.parameters == tuple(__import__("inspect").signature(study.run.uncached).parameters)
+
+
+def test_the_code_version_covers_every_memlib_source():
+    assert len(_cache.code_version()) == 64
