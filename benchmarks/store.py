@@ -1,31 +1,216 @@
-"""Benchmark the memory store: replay a whole dataset through it, session by session.
+"""Benchmark the memory store: the speed table of issue 11, and a replay of a whole dataset.
 
-Prints the wall time of replaying every history of the dataset (default: all of LoCoMo)
-into a MemoryStore with the value policy, consolidating at every session end, from cached
-embeddings; and how large the store gets against its budget and the history length, with
-the bytes its arrays hold at the peak.
+The speed table (the default) times the store's own work on synthetic turns with
+precomputed random unit embeddings, so no embedding time is counted (VADER's
+emotion and valence of each added turn are counted). Each figure is the median of
+repeated runs, in milliseconds unless marked, against its target:
 
-Run: .venv/bin/python benchmarks/store.py [--dataset locomo] [--budget 0.3]
+* ``add``: one turn into a durable store (``MemoryStore.open``) holding 10,000
+  items, with the duplicate check on (default threshold), one transaction each;
+  also into an in-memory store, and into the 100,000-item durable store;
+* ``consolidate``: a durable store of 10,000 items down to 5,000 (half of it
+  forgotten, the forgotten log written), and the steady state of a session end
+  (10,000 + 20 items down to 10,000);
+* ``retrieve``: top 10 over 100,000 items (usage counts written in one transaction),
+  and without the update;
+* ``open``: reopen a 100,000-item store (the in-memory index rebuilt from the file);
+* the file's size per item.
+
+``--replay`` instead replays every history of a dataset (default: all of LoCoMo) into
+in-memory stores from cached embeddings, consolidating at every session end, and
+reports how large the store gets against its budget.
+
+Run: .venv/bin/python benchmarks/store.py [--items 100000] [--repeat 200]
+     .venv/bin/python benchmarks/store.py --replay [--dataset locomo] [--budget 0.3]
 """
 
 import argparse
+import itertools
 import json
+import os
+import statistics
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
+WORDS = "I you we they like love hate need remember said went saw the a my your sister dog trip work peanuts".split()
+#: Targets of issue 11, for the default sizes (10,000 and 100,000 items).
+TARGETS = {
+    "add, 10k-item file": 2.0,
+    "consolidate 10k -> 5k, file": 100.0,
+    "retrieve top-10 of 100k, file": 25.0,
+    "open a 100k-item file": 3.0,
+}
 
-def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--dataset", default="locomo")
-    p.add_argument("--budget", type=float, default=0.3)
-    args = p.parse_args()
-    from memlib import experiments
+
+def k(n: int) -> str:
+    """``10000`` -> ``'10k'``."""
+    return f"{n // 1000}k" if n % 1000 == 0 else str(n)
+
+
+def turns(n: int, seed: int):
+    """``n`` synthetic turns: distinct short texts and random unit embeddings."""
+    rng = np.random.default_rng(seed)
+    E = rng.normal(size=(n, 384)).astype(np.float32)
+    E /= np.linalg.norm(E, axis=1, keepdims=True)
+    texts = [" ".join(rng.choice(WORDS, size=8)) + f" #{seed}-{i}" for i in range(n)]
+    return texts, E
+
+
+def fill(store, n: int, seed: int = 0, start_time: float = 0.0, session_len: int = 20):
+    texts, E = turns(n, seed)
+    for i in range(n):
+        store.add(
+            texts[i],
+            role="user" if i % 2 == 0 else "assistant",
+            time=start_time + i / 1000,
+            session=f"s{seed}-{i // session_len}",
+            embedding=E[i],
+            emotion=0.3,
+        )
+    return store
+
+
+def ms(f, repeat: int) -> list[float]:
+    out = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        f()
+        out.append(1e3 * (time.perf_counter() - t0))
+    return out
+
+
+def speed_table(n_big: int, n_mid: int, repeat: int, folder: Path) -> list[dict]:
+    from memlib.store import MemoryStore
+
+    rows = []
+
+    def row(name, samples, unit="ms"):
+        p50 = statistics.median(samples)
+        rows.append(
+            {
+                "operation": name,
+                "p50": round(p50, 3),
+                "p90": round(float(np.percentile(samples, 90)), 3),
+                "n": len(samples),
+                "unit": unit,
+                "target": TARGETS.get(name),
+                "meets": None if name not in TARGETS else bool(p50 <= TARGETS[name]),
+            }
+        )
+
+    # add: into a 10k-item durable store and an in-memory one
+    texts, E = turns(repeat, seed=99)
+    for kind in ("file", "memory"):
+        st = fill(MemoryStore(merge_threshold=None), n_mid, seed=1)
+        st.merge_threshold = 0.95
+        if kind == "file":
+            st.persist(folder / "mid.db")
+        count = itertools.count()
+
+        def add_one(st=st, count=count):
+            i = next(count)
+            st.add(texts[i], time=10.0 + i / 1e4, session="bench", embedding=E[i])
+
+        row(f"add, {k(n_mid)}-item {kind}", ms(add_one, repeat))
+        st.close()
+
+    # consolidate: 10k -> 5k, and a session end in the steady state, on fresh copies of one file
+    base = fill(MemoryStore(merge_threshold=None), n_mid, seed=2)
+    base.save(folder / "mid.npz")
+    half, steady = [], []
+    for r in range(max(3, repeat // 40)):
+        st = MemoryStore.load(folder / "mid.npz").persist(folder / f"half{r}.db")
+        t0 = time.perf_counter()
+        st.consolidate(n_mid // 2)
+        half.append(1e3 * (time.perf_counter() - t0))
+        st.close()
+        st = MemoryStore.load(folder / "mid.npz")
+        st.merge_threshold = None
+        fill(st, 20, seed=100 + r, start_time=20.0)
+        st.persist(folder / f"steady{r}.db")
+        t0 = time.perf_counter()
+        st.consolidate(n_mid)
+        steady.append(1e3 * (time.perf_counter() - t0))
+        st.close()
+    row(f"consolidate {k(n_mid)} -> {k(n_mid // 2)}, file", half)
+    row(f"consolidate {k(n_mid)} + 20 -> {k(n_mid)}, file", steady)
+    mem = MemoryStore.load(folder / "mid.npz")
+    t0 = time.perf_counter()
+    mem.consolidate(n_mid // 2)
+    row(f"consolidate {k(n_mid)} -> {k(n_mid // 2)}, memory", [1e3 * (time.perf_counter() - t0)])
+
+    # the big store: build in memory, write once, reopen
+    t0 = time.perf_counter()
+    big = fill(MemoryStore(merge_threshold=None), n_big, seed=3)
+    build = time.perf_counter() - t0
+    path = folder / "big.db"
+    t0 = time.perf_counter()
+    big.persist(path)
+    write = time.perf_counter() - t0
+    big.close()
+    opens = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        st = MemoryStore.open(path)
+        opens.append(time.perf_counter() - t0)
+        st.close()
+    row(f"open a {k(n_big)}-item file", opens, "s")
+    st = MemoryStore.open(path)
+    q = turns(repeat, seed=7)[1]
+    it = iter(range(10**9))
+    row(
+        f"retrieve top-10 of {k(n_big)}, file",
+        ms(lambda: st.retrieve(query_embedding=q[next(it) % repeat], k=10), repeat),
+    )
+    no_update = ms(lambda: st.retrieve(query_embedding=q[next(it) % repeat], k=10, update=False), repeat)
+    row(f"retrieve top-10 of {k(n_big)}, no update", no_update)
+    # the floor of any exact search: one pass of a matrix-vector product over the vectors
+    E, qf = st.embeddings, q[0].astype(np.float32)
+    floor = ms(lambda: np.einsum("ij,j->i", E, qf), repeat)
+    row(f"floor: one pass over {k(n_big)} vectors", floor)
+    ratio = rows[-3]["p50"] / statistics.median(floor)
+    rows.append({"operation": "retrieve (file) / floor", "p50": round(ratio, 2), "unit": "x"})
+    st.close()
+    st = MemoryStore.open(path, merge_threshold=0.95)  # built without the duplicate check; on for adds
+    add_texts, add_E = turns(max(20, repeat // 5), seed=98)
+    j = iter(range(10**9))
+
+    def add_big():
+        i = next(j)
+        st.add(add_texts[i], time=1e3 + i, session="bench", embedding=add_E[i])
+
+    row(f"add, {k(n_big)}-item file", ms(add_big, len(add_texts)))
+    st.close()
+    size = os.path.getsize(path) + sum(os.path.getsize(p) for p in folder.glob("big.db-*"))
+    rows.append({"operation": "file bytes per item", "p50": round(size / n_big), "unit": "bytes"})
+    rows.append({"operation": f"(build {k(n_big)} items by add, in memory)", "p50": round(build, 1), "unit": "s"})
+    rows.append({"operation": f"(write {k(n_big)} items to a new file)", "p50": round(write, 1), "unit": "s"})
+    return rows
+
+
+def print_table(rows: list[dict]) -> None:
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"{os.cpu_count()} cores, load average {load} (other processes slow every figure alike)")
+    print(f"{'operation':40} {'p50':>10} {'p90':>10} {'unit':>5} {'target':>7}  meets")
+    print("-" * 83)
+    for r in rows:
+        p90 = "" if r.get("p90") is None else r["p90"]
+        target = "" if r.get("target") is None else r["target"]
+        meets = "" if r.get("meets") is None else ("yes" if r["meets"] else "NO")
+        print(f"{r['operation']:40} {r['p50']:>10} {p90:>10} {r['unit']:>5} {target:>7}  {meets}")
+
+
+def replay(dataset: str, budget_share: float) -> dict:
+    """Replay every history of a dataset through in-memory stores; the store's size against its budget."""
     from memlib.embeddings import embed
     from memlib.factors import emotional_intensity
     from memlib.store import MemoryStore, ValuePolicy
+    from memlib.studies import load_regimes
 
-    ds, anns = experiments.load_regimes(args.dataset)
+    ds, anns = load_regimes(dataset)
     usable = ds.usable()
     histories = {}
     for c, hay in enumerate(usable.cases["haystack"]):
@@ -35,36 +220,77 @@ def main():
 
     sizes = []
     t0 = time.perf_counter()
-    for hay, c in histories.items():
+    for c in histories.values():
         rows = usable.haystack_rows(c)
-        budget = int(np.ceil(args.budget * len(rows)))
+        budget = int(np.ceil(budget_share * len(rows)))
         st = MemoryStore(policy=ValuePolicy())
-        turns = ds.turns
-        ts = ((turns["timestamp"].to_numpy()[rows] - np.datetime64("1970-01-01")) / np.timedelta64(1, "D"))
-        sess = turns["session"].to_numpy()[rows]
+        turns_ = ds.turns
+        ts = (turns_["timestamp"].to_numpy()[rows] - np.datetime64("1970-01-01")) / np.timedelta64(1, "D")
+        sess = turns_["session"].to_numpy()[rows]
         peak, peak_bytes = 0, 0
         for i, r in enumerate(rows):
-            st.add(turns["text"].iat[r], role=turns["role"].iat[r], time=float(ts[i]), speaker=turns["speaker"].iat[r],
-                   session=sess[i], embedding=E[r], emotion=float(emotion[r]))
+            st.add(
+                turns_["text"].iat[r],
+                role=turns_["role"].iat[r],
+                time=float(ts[i]),
+                speaker=turns_["speaker"].iat[r],
+                session=sess[i],
+                embedding=E[r],
+                emotion=float(emotion[r]),
+            )
             if i == len(rows) - 1 or sess[i + 1] != sess[i]:
                 if len(st) > peak:
                     peak = len(st)
                     peak_bytes = st.embeddings.nbytes + st.factors.nbytes + 5 * 8 * len(st)
                 st.consolidate(budget)
-        sizes.append({"history": len(rows), "budget": budget, "peak_items": peak, "final_items": len(st),
-                      "peak_bytes": peak_bytes})
+        sizes.append(
+            {
+                "history": len(rows),
+                "budget": budget,
+                "peak_items": peak,
+                "final_items": len(st),
+                "peak_bytes": peak_bytes,
+                "merges": len(st.merges),
+            }
+        )
     seconds = time.perf_counter() - t0
     s = {k: [d[k] for d in sizes] for k in sizes[0]}
-    out = {
-        "dataset": args.dataset, "histories": len(histories), "turns_replayed": int(sum(s["history"])),
-        "budget_share": args.budget, "replay_seconds": round(seconds, 2),
+    return {
+        "dataset": dataset,
+        "histories": len(histories),
+        "turns_replayed": int(sum(s["history"])),
+        "budget_share": budget_share,
+        "replay_seconds": round(seconds, 2),
         "turns_per_second": round(sum(s["history"]) / seconds, 1),
-        "max_history": max(s["history"]), "max_budget": max(s["budget"]),
-        "max_peak_items": max(s["peak_items"]), "max_final_items": max(s["final_items"]),
+        "max_history": max(s["history"]),
+        "max_budget": max(s["budget"]),
+        "max_peak_items": max(s["peak_items"]),
+        "max_final_items": max(s["final_items"]),
         "peak_items_over_budget_max": round(max(p / b for p, b in zip(s["peak_items"], s["budget"])), 2),
         "max_peak_bytes": max(s["peak_bytes"]),
+        "merged_turns": int(sum(s["merges"])),
     }
-    print(json.dumps(out, indent=1))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--items", type=int, default=100_000, help="items of the big store (retrieve, open)")
+    p.add_argument("--mid", type=int, default=10_000, help="items of the store for add and consolidate")
+    p.add_argument("--repeat", type=int, default=200, help="timed repetitions of add and retrieve")
+    p.add_argument("--json", action="store_true", help="print the table as JSON rows")
+    p.add_argument("--replay", action="store_true", help="replay a dataset instead of the speed table")
+    p.add_argument("--dataset", default="locomo")
+    p.add_argument("--budget", type=float, default=0.3)
+    args = p.parse_args()
+    if args.replay:
+        print(json.dumps(replay(args.dataset, args.budget), indent=1))
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        rows = speed_table(args.items, args.mid, args.repeat, Path(folder))
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    else:
+        print_table(rows)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,9 @@ import re
 import tempfile
 import urllib.request
 import warnings
+import zlib
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -224,29 +226,57 @@ class Dataset:
             **{f"skipped_{k}": int(v) for k, v in self.skipped.items()},
         }
 
-    def usable(self) -> "Dataset":
+    def usable(self) -> Dataset:
         """The same dataset restricted to cases with at least one gold turn."""
-        return Dataset(self.name, self.turns, self.sessions, self.cases[self.cases["usable"]].reset_index(drop=True),
-                       self.texts, self.source, dict(self.skipped))
+        return Dataset(
+            self.name,
+            self.turns,
+            self.sessions,
+            self.cases[self.cases["usable"]].reset_index(drop=True),
+            self.texts,
+            self.source,
+            dict(self.skipped),
+        )
 
-    def limit(self, n: int) -> "Dataset":
+    def limit(self, n: int) -> Dataset:
         """The first ``n`` groups (conversations or questions), for quick runs."""
         if n < 1:
             raise ParameterError(f"limit must be an integer >= 1, got {n}")
         keep = list(dict.fromkeys(self.cases["group"]))[:n]
         return self.with_cases(self.cases[self.cases["group"].isin(keep)])
 
-    def with_cases(self, cases: pd.DataFrame) -> "Dataset":
+    def sample(self, n: int, seed: int = 0) -> Dataset:
+        """A seeded random sample of ``n`` groups (conversations or questions), kept in file order.
+
+        All groups when ``n`` is at least their number.
+        """
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ParameterError(f"sample size must be an integer >= 1, got {n!r}")
+        groups = list(dict.fromkeys(self.cases["group"]))
+        if n >= len(groups):
+            return self.with_cases(self.cases)
+        pick = np.sort(np.random.default_rng(seed).choice(len(groups), n, replace=False))
+        return self.with_cases(self.cases[self.cases["group"].isin({groups[i] for i in pick})])
+
+    def with_cases(self, cases: pd.DataFrame) -> Dataset:
         """A dataset with only these cases (turn and session tables are shared)."""
-        return Dataset(self.name, self.turns, self.sessions, cases.reset_index(drop=True), self.texts,
-                       self.source, dict(self.skipped))
+        return Dataset(
+            self.name,
+            self.turns,
+            self.sessions,
+            cases.reset_index(drop=True),
+            self.texts,
+            self.source,
+            dict(self.skipped),
+        )
 
     def haystack_rows(self, case: int) -> np.ndarray:
         """Row indices into ``turns`` of one case's haystack, in time order."""
         s = self.sessions.set_index("session")
         h = self.cases["haystack"].iloc[case]
-        return np.concatenate([np.arange(f, f + n) for f, n in zip(s.loc[list(h), "first_turn"],
-                                                                    s.loc[list(h), "n_turns"])])
+        return np.concatenate(
+            [np.arange(f, f + n) for f, n in zip(s.loc[list(h), "first_turn"], s.loc[list(h), "n_turns"])]
+        )
 
 
 class _Builder:
@@ -279,8 +309,14 @@ class _Builder:
         return key, self.session_index[key]
 
     def frames(self):
-        turns = pd.DataFrame(self.turn_rows, columns=["session", "turn", "role", "speaker", "text", "timestamp", "text_id"])
+        turns = pd.DataFrame(
+            self.turn_rows, columns=["session", "turn", "role", "speaker", "text", "timestamp", "text_id"]
+        )
         sessions = pd.DataFrame(self.session_rows, columns=["session", "label", "date", "first_turn", "n_turns"])
+        if not self.turn_rows:  # typed, so that a dataset without turns annotates to nothing
+            turns = turns.astype({"turn": "int64", "timestamp": "datetime64[us]", "text_id": "int64"})
+        if not self.session_rows:
+            sessions = sessions.astype({"date": "datetime64[us]", "first_turn": "int64", "n_turns": "int64"})
         return turns, sessions
 
 
@@ -297,24 +333,75 @@ def _require(path, where: str, rec, fields) -> None:
             _fail(path, where, f"missing required field {key!r}")
 
 
+def _describe(value) -> str:
+    """A value from a JSON file as JSON spells it (``null``, ``"false"``, ``1``), shortened."""
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+_KINDS = {list: "a list", str: "a string", dict: "an object"}
+
+
+def _need(path, where: str, name: str, value, kind):
+    """``value`` if it is a ``kind`` (list, str or dict); otherwise a :class:`DatasetError` naming the field."""
+    if not isinstance(value, kind):
+        _fail(path, where, f"{name} must be {_KINDS[kind]}, got {_describe(value)}")
+    return value
+
+
+def _not_utf8(path):
+    """Raise a :class:`DatasetError` naming the first line of ``path`` that is not UTF-8."""
+    opener = gzip.open if Path(path).suffix == ".gz" else open
+    with opener(path, "rb") as f:
+        for n, line in enumerate(f, 1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DatasetError(
+                    f"{path}: line {n}: not UTF-8 text (byte 0x{line[exc.start]:02x}); save the file as UTF-8"
+                ) from None
+    raise DatasetError(f"{path}: not UTF-8 text; save the file as UTF-8")
+
+
+def _read_lines(path) -> list[str]:
+    """The lines of a UTF-8 text file (a leading byte-order mark is dropped), gunzipped when it ends in ``.gz``."""
+    try:
+        with open_text(path) as f:
+            lines = f.readlines()
+    except UnicodeDecodeError:
+        _not_utf8(path)
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise DatasetError(f"{path}: not a readable gzip file ({exc})") from None
+    if lines:
+        lines[0] = lines[0].removeprefix("\ufeff")
+    return lines
+
+
 def _read_json_list(path) -> list:
     try:
         with open_text(path) as f:
-            data = json.load(f)
+            text = f.read()
+    except UnicodeDecodeError:
+        _not_utf8(path)
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise DatasetError(f"{path}: not a readable gzip file ({exc})") from None
+    try:
+        data = json.loads(text.removeprefix("\ufeff"))
     except json.JSONDecodeError as exc:
         raise DatasetError(f"{path}: not valid JSON ({exc})") from None
-    except (gzip.BadGzipFile, EOFError) as exc:
-        raise DatasetError(f"{path}: not a readable gzip file ({exc})") from None
     if not isinstance(data, list):
         raise DatasetError(f"{path}: expected a JSON list of records at the top level, got {type(data).__name__}")
+    if not data:
+        raise DatasetError(f"{path}: holds no records (an empty list)")
     return data
 
 
 def _cases_frame(rows, dates=None) -> pd.DataFrame:
     cases = pd.DataFrame(rows, columns=["case_id", "question", "question_type", "haystack", "gold", "group"])
     cases["usable"] = cases["gold"].map(len) > 0
-    cases["question_date"] = pd.to_datetime(pd.Series(dates if dates is not None else [pd.NaT] * len(cases),
-                                                      dtype=object))
+    cases["question_date"] = pd.to_datetime(
+        pd.Series(dates if dates is not None else [pd.NaT] * len(cases), dtype=object)
+    )
     return cases
 
 
@@ -342,11 +429,16 @@ def normalise_locomo_evidence(raw) -> list[str]:
     return out
 
 
-def _locomo_date(value: str, path, where: str) -> pd.Timestamp:
-    try:
-        return pd.Timestamp(pd.to_datetime(value, format="%I:%M %p on %d %B, %Y"))
-    except (ValueError, TypeError):
+def _locomo_date(value, path, where: str) -> pd.Timestamp:
+    date = pd.NaT
+    if isinstance(value, str):
+        try:
+            date = pd.Timestamp(datetime.strptime(value, "%I:%M %p on %d %B, %Y"))  # strict: pandas would read "now"
+        except ValueError:
+            pass
+    if pd.isna(date):
         _fail(path, where, f"cannot read session date {value!r} (expected like '1:56 pm on 8 May, 2023')")
+    return date
 
 
 def load_locomo(path=None) -> Dataset:
@@ -358,27 +450,46 @@ def load_locomo(path=None) -> Dataset:
     :func:`normalise_locomo_evidence`; ids that still point at no turn are
     dropped and counted in ``skipped['evidence_ids']``; a question left without
     gold stays as an unusable case (adversarial questions stay too).
+
+    Sessions are taken in the order of their numbers, and their dates must run
+    forward (each session after the last turn of the one before, turns being one
+    second apart); a date that runs backwards is an error naming the
+    conversation and the session. So is a repeated ``sample_id`` or ``dia_id``.
     """
     path = Path(path) if path is not None else resolve_dataset("locomo")
     data = _read_json_list(path)
     b = _Builder()
     rows = []
     skipped = {"evidence_ids": 0}
+    seen_samples: dict = {}
     for i, sample in enumerate(data):
         _require(path, f"record {i}", sample, ("sample_id", "conversation", "qa"))
         sid = str(sample["sample_id"])
         where = f"record {i} ({sid})"
-        conv = sample["conversation"]
+        if sid in seen_samples:
+            _fail(path, where, f"sample_id {sid!r} repeats record {seen_samples[sid]}")
+        seen_samples[sid] = i
+        conv = _need(path, where, "conversation", sample["conversation"], dict)
+        qas = _need(path, where, "qa", sample["qa"], list)
         nums = sorted(int(m.group(1)) for k in conv if (m := re.fullmatch(r"session_(\d+)", k)))
         if not nums:
             _fail(path, where, "conversation has no session_<n> lists")
-        dia = {}
+        dia, dia_at = {}, {}
         haystack = []
+        previous = None  # (number, date, time of its last turn) of the session before
         for n in nums:
-            turns = conv[f"session_{n}"]
+            turns = _need(path, where, f"session_{n}", conv[f"session_{n}"], list)
             if f"session_{n}_date_time" not in conv:
                 _fail(path, where, f"session_{n} has no session_{n}_date_time")
             date = _locomo_date(conv[f"session_{n}_date_time"], path, f"{where} session_{n}")
+            if previous is not None and date <= previous[2]:
+                _fail(
+                    path,
+                    f"{where} session_{n}",
+                    f"date {date} is not after session_{previous[0]} ({previous[1]}, its last turn {previous[2]}); "
+                    "LoCoMo sessions run forward in time",
+                )
+            previous = (n, date, date + pd.Timedelta(seconds=max(len(turns) - 1, 0)))
             items = []
             for j, t in enumerate(turns):
                 if not isinstance(t, dict) or not isinstance(t.get("text"), str) or "speaker" not in t:
@@ -390,81 +501,159 @@ def load_locomo(path=None) -> Dataset:
             key, first = b.session(f"{sid}/session_{n}", date, items)
             haystack.append(key)
             for j, t in enumerate(turns):
-                dia[str(t.get("dia_id", f"D{n}:{j + 1}"))] = first + j
-        for q, qa in enumerate(sample["qa"]):
+                d = str(t.get("dia_id", f"D{n}:{j + 1}"))
+                if d in dia:
+                    _fail(path, f"{where} session_{n} turn {j}", f"dia_id {d!r} repeats {dia_at[d]}")
+                dia[d], dia_at[d] = first + j, f"session_{n} turn {j}"
+        for q, qa in enumerate(qas):
             if not isinstance(qa, dict) or "question" not in qa:
                 _fail(path, f"{where} qa {q}", "a QA item needs a 'question'")
-            raw = qa.get("evidence", [])
+            _need(path, f"{where} qa {q}", "question", qa["question"], str)
+            raw = _need(path, f"{where} qa {q}", "evidence", qa.get("evidence", []), list)
             ids = normalise_locomo_evidence(raw)
             gold = [dia[x] for x in ids if x in dia]
             tokens = sum(len([p for p in re.split(r"[;\s]+", str(x).strip()) if p]) for x in raw)
             skipped["evidence_ids"] += tokens - len(gold)
-            rows.append((f"{sid}:q{q}", qa["question"], f"category_{qa.get('category', '?')}",
-                         tuple(haystack), tuple(sorted(set(gold))), sid))
+            rows.append(
+                (
+                    f"{sid}:q{q}",
+                    qa["question"],
+                    f"category_{qa.get('category', '?')}",
+                    tuple(haystack),
+                    tuple(sorted(set(gold))),
+                    sid,
+                )
+            )
     turns, sessions = b.frames()
     return Dataset("locomo", turns, sessions, _cases_frame(rows), b.texts, str(path), skipped)
 
 
 # --------------------------------------------------------------------------- LongMemEval
 
-LONGMEMEVAL_FIELDS = ("question_id", "question_type", "question", "answer", "question_date",
-                      "haystack_session_ids", "haystack_dates", "haystack_sessions", "answer_session_ids")
+LONGMEMEVAL_FIELDS = (
+    "question_id",
+    "question_type",
+    "question",
+    "answer",
+    "question_date",
+    "haystack_session_ids",
+    "haystack_dates",
+    "haystack_sessions",
+    "answer_session_ids",
+)
 
 
 def _lme_date(value, path, where) -> pd.Timestamp:
-    try:
-        return pd.Timestamp(pd.to_datetime(str(value), format="%Y/%m/%d (%a) %H:%M"))
-    except (ValueError, TypeError):
+    date = pd.NaT
+    if isinstance(value, str):
+        try:
+            date = pd.Timestamp(datetime.strptime(value, "%Y/%m/%d (%a) %H:%M"))  # strict: pandas would read "now"
+        except ValueError:
+            pass
+    if pd.isna(date):
         _fail(path, where, f"cannot read date {value!r} (expected like '2023/05/20 (Sat) 02:21')")
+    return date
 
 
 def load_longmemeval(path, name: str | None = None) -> Dataset:
     """Load a LongMemEval file (S, M or oracle; one schema): one case per question.
 
-    Gold turns are those with ``has_answer: true``. Haystack sessions are put in
-    time order. A session id that recurs with the same content is stored once.
+    Gold turns are those with ``has_answer: true`` (a JSON boolean; anything
+    else but ``false`` or its absence is an error). Haystack sessions are put in
+    time order. A session id that recurs with the same content is stored once; one
+    that recurs within a record at another date (the cleaned LongMemEval-S does
+    this 13 times) is kept at both dates, but the very same session twice in one
+    record is an error, as is a repeated ``question_id``. A session dated before
+    the previous session's last turn (sessions that share a minute) starts one
+    second after it, so a history's turns always run forward in time.
     """
     path = Path(path)
     data = _read_json_list(path)
     b = _Builder()
     rows, qdates = [], []
+    seen_questions: dict = {}
     for i, rec in enumerate(data):
         label = f"record {i} ({rec.get('question_id', '?')})" if isinstance(rec, dict) else f"record {i}"
         _require(path, label, rec, LONGMEMEVAL_FIELDS)
         qid = str(rec["question_id"])
         where = f"record {i} ({qid})"
+        if qid in seen_questions:
+            _fail(path, where, f"question_id {qid!r} repeats record {seen_questions[qid]}")
+        seen_questions[qid] = i
+        _need(path, where, "question", rec["question"], str)
         ids, dates, sessions = rec["haystack_session_ids"], rec["haystack_dates"], rec["haystack_sessions"]
         if not (isinstance(ids, list) and isinstance(dates, list) and isinstance(sessions, list)):
             _fail(path, where, "haystack_session_ids, haystack_dates and haystack_sessions must be lists")
         if not len(ids) == len(dates) == len(sessions):
-            _fail(path, where, f"haystack lists differ in length ({len(ids)} ids, {len(dates)} dates, "
-                               f"{len(sessions)} sessions)")
+            _fail(
+                path,
+                where,
+                f"haystack lists differ in length ({len(ids)} ids, {len(dates)} dates, {len(sessions)} sessions)",
+            )
         parsed = [_lme_date(d, path, f"{where} haystack_dates[{k}]") for k, d in enumerate(dates)]
         order = sorted(range(len(ids)), key=lambda k: (parsed[k], k))
         haystack, gold = [], []
+        position: dict = {}  # session key -> its index in this record
+        next_free = None  # a session starts after the previous one's last turn (LongMemEval-S has sessions
+        # that share a minute; their turns, one second apart, would otherwise interleave in time)
         for k in order:
             sess = sessions[k]
+            start = parsed[k] if next_free is None or parsed[k] >= next_free else next_free
+            next_free = start + pd.Timedelta(seconds=len(sess) if isinstance(sess, list) else 0)
             if not isinstance(sess, list):
                 _fail(path, f"{where} haystack_sessions[{k}]", "a session must be a list of turns")
             items, flags = [], []
             for j, t in enumerate(sess):
-                if not isinstance(t, dict) or not isinstance(t.get("content"), str) or t.get("role") not in (
-                        "user", "assistant"):
-                    _fail(path, f"{where} haystack_sessions[{k}] turn {j}",
-                          "a turn needs role 'user' or 'assistant' and a 'content' string")
+                if (
+                    not isinstance(t, dict)
+                    or not isinstance(t.get("content"), str)
+                    or t.get("role") not in ("user", "assistant")
+                ):
+                    _fail(
+                        path,
+                        f"{where} haystack_sessions[{k}] turn {j}",
+                        "a turn needs role 'user' or 'assistant' and a 'content' string",
+                    )
+                flag = t.get("has_answer", False)
+                if not isinstance(flag, bool):
+                    _fail(
+                        path,
+                        f"{where} haystack_sessions[{k}] turn {j}",
+                        f"has_answer must be true or false, got {_describe(flag)}",
+                    )
                 items.append((t["role"], t["role"], t["content"]))
-                flags.append(bool(t.get("has_answer", False)))
-            key, first = b.session(str(ids[k]), parsed[k], items)
+                flags.append(flag)
+            key, first = b.session(str(ids[k]), start, items)
+            if key in position:
+                _fail(
+                    path,
+                    f"{where} haystack_session_ids[{k}]",
+                    f"session {str(ids[k])!r} repeats haystack_session_ids[{position[key]}] (same date and turns)",
+                )
+            position[key] = k
             haystack.append(key)
             gold.extend(first + j for j, f in enumerate(flags) if f)
-        rows.append((qid, str(rec["question"]), str(rec["question_type"]), tuple(haystack),
-                     tuple(sorted(set(gold))), qid))
+        rows.append((qid, rec["question"], str(rec["question_type"]), tuple(haystack), tuple(sorted(set(gold))), qid))
         qdates.append(_lme_date(rec["question_date"], path, f"{where} question_date"))
     turns, sessions = b.frames()
     return Dataset(name or path.stem, turns, sessions, _cases_frame(rows, qdates), b.texts, str(path), {})
 
 
 # --------------------------------------------------------------------------- generic JSON Lines
+
+
+def _iso_date(value, path, where: str) -> pd.Timestamp:
+    """An ISO 8601 date string as a Timestamp; a number, null, ``""``, ``"NaT"`` or ``"now"`` is an error."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        reason = "a number is not a date (seconds? nanoseconds?): write an ISO 8601 string like '2024-01-05T10:00:00'"
+    else:
+        reason = "ISO 8601 expected, like '2024-01-05T10:00:00'"
+        if isinstance(value, str):
+            try:
+                return pd.Timestamp(datetime.fromisoformat(value))
+            except ValueError:
+                pass
+    _fail(path, where, f"cannot read date {value!r}: {reason}")
 
 
 def load_jsonl(path, name: str | None = None) -> Dataset:
@@ -480,15 +669,20 @@ def load_jsonl(path, name: str | None = None) -> Dataset:
                         "evidence": [["s1", 0]], "question_type": "fact"}]}
 
     ``role`` is ``user`` or ``assistant``; ``speaker`` defaults to the role;
-    ``date`` is ISO 8601; ``evidence`` lists ``[session_id, turn_index]`` pairs.
-    ``question_type`` is optional. Every question is a case over all of its
-    conversation's sessions. Evidence that points at no turn is an error.
+    ``date`` is an ISO 8601 string: all dates of a file carry a time zone (they
+    are read as UTC) or none do. ``evidence`` lists ``[session_id, turn_index]``
+    pairs. ``question_type`` is optional. Every question is a case over all of
+    its conversation's sessions, in date order. Evidence that points at no turn,
+    and a repeated conversation, session or question id, are errors.
     """
     path = Path(path)
     b = _Builder()
     rows = []
-    with open_text(path) as f:
-        lines = [(n, line) for n, line in enumerate(f, 1) if line.strip()]
+    lines = [(n, line) for n, line in enumerate(_read_lines(path), 1) if line.strip()]
+    if not lines:
+        raise DatasetError(f"{path}: holds no records (no conversation lines)")
+    seen_conversations: dict = {}
+    zone = None  # (has a time zone, where) of the file's first date
     for n, line in lines:
         where = f"line {n}"
         try:
@@ -497,38 +691,79 @@ def load_jsonl(path, name: str | None = None) -> Dataset:
             _fail(path, where, f"not valid JSON ({exc})")
         _require(path, where, rec, ("conversation_id", "sessions", "questions"))
         cid = str(rec["conversation_id"])
-        haystack, index = [], {}
+        if cid in seen_conversations:
+            _fail(path, where, f"conversation_id {cid!r} repeats line {seen_conversations[cid]}")
+        seen_conversations[cid] = n
+        haystack, index, seen_sessions = [], {}, {}
         dated = []
-        for k, s in enumerate(rec["sessions"]):
+        for k, s in enumerate(_need(path, where, "sessions", rec["sessions"], list)):
             if not isinstance(s, dict) or "session_id" not in s or "turns" not in s or "date" not in s:
                 _fail(path, f"{where} session {k}", "a session needs 'session_id', 'date' and 'turns'")
-            try:
-                date = pd.Timestamp(s["date"])
-            except (ValueError, TypeError):
-                _fail(path, f"{where} session {k}", f"cannot read date {s['date']!r} (ISO 8601 expected)")
-            dated.append((date, k, s))
-        for date, k, s in sorted(dated, key=lambda x: (x[0], x[1])):
+            sid = str(s["session_id"])
+            if sid in seen_sessions:
+                _fail(path, f"{where} session {k}", f"session_id {sid!r} repeats session {seen_sessions[sid]}")
+            seen_sessions[sid] = k
+            at = f"{where} session {k} ({sid})"
+            date = _iso_date(s["date"], path, at)
+            if zone is None:
+                zone = (date.tzinfo is not None, at)
+            elif (date.tzinfo is not None) != zone[0]:
+                has = "has a time zone" if date.tzinfo is not None else "has no time zone"
+                _fail(path, at, f"date {s['date']!r} {has} but {zone[1]} has {'none' if zone[0] is False else 'one'}")
+            if date.tzinfo is not None:
+                date = date.tz_convert("UTC").tz_localize(None)
+            dated.append((date, k, s, _need(path, at, "turns", s["turns"], list)))
+        for date, _k, s, turns in sorted(dated, key=lambda x: (x[0], x[1])):
             items = []
-            for j, t in enumerate(s["turns"]):
-                if not isinstance(t, dict) or not isinstance(t.get("text"), str) or t.get("role") not in (
-                        "user", "assistant"):
-                    _fail(path, f"{where} session {s['session_id']} turn {j}",
-                          "a turn needs role 'user' or 'assistant' and a 'text' string")
+            for j, t in enumerate(turns):
+                if (
+                    not isinstance(t, dict)
+                    or not isinstance(t.get("text"), str)
+                    or t.get("role") not in ("user", "assistant")
+                ):
+                    _fail(
+                        path,
+                        f"{where} session {s['session_id']} turn {j}",
+                        "a turn needs role 'user' or 'assistant' and a 'text' string",
+                    )
                 items.append((t["role"], str(t.get("speaker", t["role"])), t["text"]))
             key, first = b.session(f"{cid}/{s['session_id']}", date, items)
             haystack.append(key)
             index[str(s["session_id"])] = (first, len(items))
-        for q, qa in enumerate(rec["questions"]):
+        seen_questions: dict = {}
+        for q, qa in enumerate(_need(path, where, "questions", rec["questions"], list)):
+            at = f"{where} question {q}"
             if not isinstance(qa, dict) or "question" not in qa:
-                _fail(path, f"{where} question {q}", "a question needs a 'question' string")
+                _fail(path, at, "a question needs a 'question' string")
+            _need(path, at, "question", qa["question"], str)
+            qid = str(qa.get("question_id", q))
+            if qid in seen_questions:
+                _fail(path, at, f"question_id {qid!r} repeats question {seen_questions[qid]}")
+            seen_questions[qid] = q
             gold = []
-            for ev in qa.get("evidence", []):
-                if not (isinstance(ev, list) and len(ev) == 2 and str(ev[0]) in index
-                        and isinstance(ev[1], int) and 0 <= ev[1] < index[str(ev[0])][1]):
-                    _fail(path, f"{where} question {q}", f"evidence {ev!r} does not resolve to a turn")
+            for ev in _need(path, at, "evidence", qa.get("evidence", []), list):
+                if not (
+                    isinstance(ev, list)
+                    and len(ev) == 2
+                    and str(ev[0]) in index
+                    and isinstance(ev[1], int)
+                    and not isinstance(ev[1], bool)
+                    and 0 <= ev[1] < index[str(ev[0])][1]
+                ):
+                    boolean = isinstance(ev, list) and len(ev) == 2 and isinstance(ev[1], bool)
+                    why = ": a turn index is an integer, not true or false" if boolean else ""
+                    _fail(path, at, f"evidence {ev!r} does not resolve to a turn{why}")
                 gold.append(index[str(ev[0])][0] + ev[1])
-            rows.append((f"{cid}:{qa.get('question_id', q)}", qa["question"], str(qa.get("question_type", "")),
-                         tuple(haystack), tuple(sorted(set(gold))), cid))
+            rows.append(
+                (
+                    f"{cid}:{qid}",
+                    qa["question"],
+                    str(qa.get("question_type", "")),
+                    tuple(haystack),
+                    tuple(sorted(set(gold))),
+                    cid,
+                )
+            )
     turns, sessions = b.frames()
     return Dataset(name or path.stem, turns, sessions, _cases_frame(rows), b.texts, str(path), {})
 
@@ -539,17 +774,32 @@ def load(dataset) -> Dataset:
     A path ending in ``.jsonl`` (or ``.jsonl.gz``) is read by :func:`load_jsonl`,
     ``locomo10.json`` by :func:`load_locomo`, and any other ``.json`` (or
     ``.json.gz``) as LongMemEval's schema. ``Dataset.source`` names the file read.
+    The same file is parsed once per process while it is unchanged (the result is
+    shared: treat it as read-only; ``with_cases``, ``limit`` and ``sample`` copy).
     """
     if isinstance(dataset, str) and dataset in DATASETS:
         path = resolve_dataset(dataset)
-        return load_locomo(path) if dataset == "locomo" else load_longmemeval(path, name=dataset)
-    path = Path(dataset)
-    if not path.is_file():
-        raise ParameterError(
-            f"unknown dataset {str(dataset)!r}: not one of {', '.join(DATASETS)} and not a file")
-    name = path.name[:-3] if path.name.endswith(".gz") else path.name
-    if name.endswith(".jsonl"):
-        return load_jsonl(path, name=name[:-6])
-    if name == DATASETS["locomo"][0]:
-        return load_locomo(path)
-    return load_longmemeval(path, name=name[:-5] if name.endswith(".json") else name)
+        reader = load_locomo if dataset == "locomo" else lambda p: load_longmemeval(p, name=dataset)
+    else:
+        path = Path(dataset)
+        if not path.is_file():
+            raise ParameterError(f"unknown dataset {str(dataset)!r}: not one of {', '.join(DATASETS)} and not a file")
+        name = path.name[:-3] if path.name.endswith(".gz") else path.name
+        if name.endswith(".jsonl"):
+            reader = lambda p: load_jsonl(p, name=name[:-6])  # noqa: E731
+        elif name == DATASETS["locomo"][0]:
+            reader = load_locomo
+        else:
+            reader = lambda p: load_longmemeval(p, name=name[:-5] if name.endswith(".json") else name)  # noqa: E731
+    stat = Path(path).stat()
+    key = (str(dataset), str(Path(path).resolve()), stat.st_mtime_ns, stat.st_size)
+    if key not in _LOADED:
+        if len(_LOADED) >= 2:
+            _LOADED.pop(next(iter(_LOADED)))
+        _LOADED[key] = reader(path)
+    return _LOADED[key]
+
+
+#: The last datasets :func:`load` read, by name, file, modification time and size: the studies of
+#: one process (a notebook runs several) parse a 256 MB file once. Treat a loaded Dataset as read-only.
+_LOADED: dict = {}

@@ -27,6 +27,9 @@ import hashlib
 import os
 import tempfile
 import time
+import warnings
+import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -103,6 +106,79 @@ def atomic_savez(path, **arrays) -> None:
             os.unlink(tmp)
 
 
+class CacheWarning(UserWarning):
+    """A cache file could not be read, or a cache folder cannot be written: memlib recomputes and carries on."""
+
+
+#: What reading a damaged ``.npz`` can raise (truncated, random bytes, empty, missing arrays, wrong shapes).
+CORRUPT_ERRORS = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error)
+
+_REPORTED: set = set()
+
+
+def read_npz(path, names) -> dict:
+    """The arrays ``names`` of an ``.npz`` file, read whole and without pickle.
+
+    A damaged file raises one of :data:`CORRUPT_ERRORS`; the file is closed either way.
+    """
+    with open(path, "rb") as f:
+        if f.read(4) != b"PK\x03\x04":
+            raise ValueError("not an .npz archive")
+        f.seek(0)
+        with np.load(f, allow_pickle=False) as z:
+            return {name: z[name] for name in names}
+
+
+def cache_folder_ok(folder) -> bool:
+    """Whether cache files can be written in ``folder`` (created if missing), checked before any work.
+
+    It writes and removes a probe file. When that fails (read-only, not a
+    folder, no space...) a :class:`CacheWarning` names the folder and the reason,
+    once per folder and process, and the caller computes without caching: what
+    the folder already holds is still read, and nothing computed is lost to a
+    late ``PermissionError``.
+    """
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".probe-", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        report_unwritable(folder, exc)
+        return False
+    return True
+
+
+def report_unwritable(folder, exc: OSError) -> None:
+    """Warn (once per folder) that ``folder`` cannot take cache files, and why."""
+    if str(folder) in _REPORTED:
+        return
+    _REPORTED.add(str(folder))
+    warnings.warn(
+        f"cache folder {folder} is not writable ({type(exc).__name__}: {exc.strerror or exc}); results of this run "
+        "are not cached: set MEMLIB_CACHE_DIR to a writable folder to keep them",
+        CacheWarning,
+        stacklevel=3,
+    )
+
+
+def set_aside(path, exc: BaseException) -> None:
+    """Warn that a cache file is unreadable and rename it to ``<name>.corrupt``, so that it is recomputed."""
+    path = Path(path)
+    target = path.with_name(path.name + ".corrupt")
+    try:
+        os.replace(path, target)
+        fate = f"moved to {target.name}"
+    except OSError as err:
+        fate = f"left in place ({err.strerror or err}) and skipped"
+    warnings.warn(
+        f"{path}: unreadable cache file ({type(exc).__name__}: {exc}); {fate}; what it held is recomputed",
+        CacheWarning,
+        stacklevel=3,
+    )
+
+
 def _fsync_dir(folder: Path) -> None:
     try:
         fd = os.open(folder, os.O_RDONLY)
@@ -126,6 +202,7 @@ class EmbeddingCache:
         self._index: dict[bytes, int] = {}
         self._blocks: list[np.ndarray] = []
         self._vectors: np.ndarray | None = None
+        self._writable: bool | None = None
         self._load()
 
     def key(self, text: str) -> bytes:
@@ -135,9 +212,23 @@ class EmbeddingCache:
         if not self.directory.is_dir():
             return
         for shard in sorted(self.directory.glob("shard-*.npz")):
-            with np.load(shard, allow_pickle=False) as z:
+            try:
+                z = read_npz(shard, ("keys", "vectors"))
                 keys, vecs = z["keys"], z["vectors"]
+                if keys.dtype != np.uint8 or keys.shape[1:] != (32,) or vecs.ndim != 2 or len(vecs) != len(keys):
+                    raise ValueError(f"keys of shape {keys.shape} do not match vectors of shape {vecs.shape}")
+            except FileNotFoundError:  # removed since the folder was listed
+                continue
+            except CORRUPT_ERRORS as exc:
+                set_aside(shard, exc)
+                continue
             self._add(keys, vecs)
+
+    def writable(self) -> bool:
+        """Whether new shards can be written (checked once; see :func:`cache_folder_ok`)."""
+        if self._writable is None:
+            self._writable = cache_folder_ok(self.directory)
+        return self._writable
 
     def _add(self, keys: np.ndarray, vecs: np.ndarray):
         base = sum(len(b) for b in self._blocks)
@@ -173,11 +264,20 @@ class EmbeddingCache:
         return out, found
 
     def put(self, texts, vectors) -> None:
-        """Add vectors and write them as one new shard (atomically)."""
+        """Add vectors and write them as one new shard (atomically).
+
+        When the folder cannot take the shard, the vectors are kept in memory
+        only, with a :class:`CacheWarning`.
+        """
         keys = np.frombuffer(b"".join(self.key(t) for t in texts), dtype=np.uint8).reshape(-1, 32)
         vectors = np.asarray(vectors, dtype=np.float32)
-        name = f"shard-{time.time_ns():020d}-{os.getpid()}.npz"
-        atomic_savez(self.directory / name, keys=keys, vectors=vectors)
+        if self.writable():
+            name = f"shard-{time.time_ns():020d}-{os.getpid()}.npz"
+            try:
+                atomic_savez(self.directory / name, keys=keys, vectors=vectors)
+            except OSError as exc:  # e.g. the disk filled up, or the folder turned read-only
+                self._writable = False
+                report_unwritable(self.directory, exc)
         self._add(keys, vectors)
 
 
@@ -217,8 +317,15 @@ def load_model(max_seq_length: int = 256, device: str | None = None):
     return _MODELS[key]
 
 
-def embed(texts, max_seq_length=256, batch_size: int = 64, cache: EmbeddingCache | None = None,
-          progress: bool = True, use_cache: bool = True, device: str | None = None) -> np.ndarray:
+def embed(
+    texts,
+    max_seq_length=256,
+    batch_size: int = 64,
+    cache: EmbeddingCache | None = None,
+    progress: bool = True,
+    use_cache: bool = True,
+    device: str | None = None,
+) -> np.ndarray:
     """Unit-norm embeddings of ``texts``, shape (n, 384), each unique text embedded once.
 
     Parameters
@@ -253,20 +360,32 @@ def embed(texts, max_seq_length=256, batch_size: int = 64, cache: EmbeddingCache
         vecs, found = np.zeros((len(uniq), DIM), np.float32), np.zeros(len(uniq), bool)
     missing = np.flatnonzero(~found)
     if len(missing):
+        if use_cache:
+            cache.writable()  # an unusable cache folder is reported before the work, not after it
         model = load_model(max_seq_length, device)
         order = missing[np.argsort([-len(uniq[i]) for i in missing], kind="stable")]
         from tqdm import tqdm
 
-        bar = tqdm(total=len(order), desc=f"embedding ({max_seq_length} word pieces)", unit="text",
-                   disable=not progress, mininterval=1.0, smoothing=0.05)
+        bar = tqdm(
+            total=len(order),
+            desc=f"embedding ({max_seq_length} word pieces)",
+            unit="text",
+            disable=not progress,
+            mininterval=1.0,
+            smoothing=0.05,
+        )
         for start in range(0, len(order), SHARD_SIZE):
-            chunk = order[start:start + SHARD_SIZE]
+            chunk = order[start : start + SHARD_SIZE]
             chunk_texts = [uniq[i] for i in chunk]
             out = np.empty((len(chunk), DIM), np.float32)
             for b in range(0, len(chunk), batch_size):  # one batch at a time, so the bar moves
-                out[b:b + batch_size] = model.encode(chunk_texts[b:b + batch_size], batch_size=batch_size,
-                                                     convert_to_numpy=True, normalize_embeddings=True,
-                                                     show_progress_bar=False)
+                out[b : b + batch_size] = model.encode(
+                    chunk_texts[b : b + batch_size],
+                    batch_size=batch_size,
+                    convert_to_numpy=True,
+                    normalize_embeddings=True,
+                    show_progress_bar=False,
+                )
                 bar.update(min(batch_size, len(chunk) - b))
             vecs[chunk] = out
             if use_cache:

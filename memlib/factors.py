@@ -58,15 +58,27 @@ import pandas as pd
 
 from memlib import FACTORS
 from memlib._checks import ParameterError, check_choice
-from memlib.datasets import Dataset
-from memlib.embeddings import atomic_savez, cache_root, embed
+from memlib.datasets import Dataset, DatasetError
+from memlib.embeddings import (
+    CORRUPT_ERRORS,
+    atomic_savez,
+    cache_folder_ok,
+    cache_root,
+    embed,
+    read_npz,
+    report_unwritable,
+    set_aside,
+)
 from memlib.metrics import CaseSet
 
 REGIMES = ("blind", "oracle")
 INERT_WITHOUT_INPUT = ("value_alignment", "task_utility", "usage_history")
 
-_HEDGES = re.compile(r"\b(maybe|might|perhaps|probably|possibly|i think|i guess|i suppose|not sure|i believe|"
-                     r"kind of|sort of|i'?m not certain)\b", re.IGNORECASE)
+_HEDGES = re.compile(
+    r"\b(maybe|might|perhaps|probably|possibly|i think|i guess|i suppose|not sure|i believe|"
+    r"kind of|sort of|i'?m not certain)\b",
+    re.IGNORECASE,
+)
 _FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|my|mine|me|we|our|we're|we've)\b", re.IGNORECASE)
 _CAPS = re.compile(r"\b[A-Z]{2,}\b")
 _WORDS = re.compile(r"[a-z']+")
@@ -82,8 +94,9 @@ VADER_PIECE_CHARS = 2000
 AROUSAL_READINGS = ("structural", "constant", "lexical")
 #: Factor sets: the paper's Table 1 as stated, and our extension of its reliability heuristic.
 FACTOR_SETS = ("paper", "extended")
-#: Readings of the running user centroid of self relevance: strictly earlier turns, or including the turn.
-SELF_READINGS = ("earlier", "inclusive")
+#: Readings of the user centroid of self relevance: the user's strictly earlier turns (causal, the
+#: default), earlier turns and the turn itself, or all the user's turns of the history (not causal).
+SELF_READINGS = ("earlier", "inclusive", "history")
 _SENTENCE_END = re.compile(r"(?<=[.!?\n])\s+")
 
 
@@ -171,34 +184,58 @@ def vader_scores(text: str, piece_chars: int = VADER_PIECE_CHARS) -> dict:
     return sia.score_valence(sentiments, text)
 
 
-def _emotion_chunk(args) -> tuple[np.ndarray, np.ndarray]:
-    texts, arousal = args
+def _vader_features(texts) -> np.ndarray:
+    """Per text: VADER compound, its sentiment share ``pos + neg``, and the structural arousal cue count."""
     from vaderSentiment.vaderSentiment import BOOSTER_DICT
 
-    intensity = np.empty(len(texts))
-    compound = np.empty(len(texts))
+    out = np.empty((len(texts), 3))
     for i, t in enumerate(texts):
         sc = vader_scores(t)
-        c = sc["compound"]
-        compound[i] = c
-        if c == 0.0:
-            intensity[i] = 0.0
-        elif arousal == "constant":
-            intensity[i] = abs(c)
-        elif arousal == "lexical":
-            intensity[i] = abs(c) * (sc["pos"] + sc["neg"])
-        else:
-            cues = t.count("!") + len(_CAPS.findall(t)) + sum(w in BOOSTER_DICT for w in _WORDS.findall(t.lower()))
-            intensity[i] = abs(c) * (0.5 + 0.5 * min(1.0, cues / 3.0))
-    return intensity, compound
+        cues = t.count("!") + len(_CAPS.findall(t)) + sum(w in BOOSTER_DICT for w in _WORDS.findall(t.lower()))
+        out[i] = sc["compound"], sc["pos"] + sc["neg"], cues
+    return out
 
 
-#: Below this many texts :func:`emotion_and_valence` runs in one process.
+#: Below this many texts :func:`emotion_features` runs in one process.
 PARALLEL_MIN_TEXTS = 20000
 
 
-def emotion_and_valence(texts, arousal: str = "structural", workers: int | None = None
-                        ) -> tuple[np.ndarray, np.ndarray]:
+def emotion_features(texts, workers: int | None = None) -> np.ndarray:
+    """VADER features of each text, shape (n, 3): compound valence, sentiment share, arousal cues.
+
+    ``workers`` processes share the texts (by default every core for at least
+    :data:`PARALLEL_MIN_TEXTS` texts, else one); the result does not depend on it.
+    """
+    texts = list(texts)
+    if workers is None:
+        workers = (os.cpu_count() or 1) if len(texts) >= PARALLEL_MIN_TEXTS else 1
+    if workers <= 1 or len(texts) < 2:
+        return _vader_features(texts)
+    import multiprocessing
+
+    _vader()  # load the lexicon once, before the workers fork
+    step = -(-len(texts) // (4 * workers))
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        parts = pool.map(_vader_features, [texts[i : i + step] for i in range(0, len(texts), step)])
+    return np.concatenate(parts)
+
+
+def intensity_from_features(features: np.ndarray, arousal: str = "structural") -> np.ndarray:
+    """Emotional intensity ``|valence| * arousal`` from :func:`emotion_features` (see :func:`emotion_and_valence`)."""
+    check_choice("arousal", arousal, AROUSAL_READINGS)
+    compound, share, cues = features[:, 0], features[:, 1], features[:, 2]
+    if arousal == "constant":
+        a = np.ones(len(features))
+    elif arousal == "lexical":
+        a = share
+    else:
+        a = 0.5 + 0.5 * np.minimum(1.0, cues / 3.0)
+    return np.where(compound == 0.0, 0.0, np.abs(compound) * a)
+
+
+def emotion_and_valence(
+    texts, arousal: str = "structural", workers: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Emotional intensity and VADER compound valence of each text.
 
     Parameters
@@ -211,23 +248,11 @@ def emotion_and_valence(texts, arousal: str = "structural", workers: int | None 
         intensity is ``|valence|``. ``lexical``: the share of VADER's words that
         carry sentiment (``pos + neg``).
     workers : int, optional
-        Processes to use. By default both cores of a two-core machine (all
-        cores) for at least :data:`PARALLEL_MIN_TEXTS` texts, else one.
+        Processes to use (see :func:`emotion_features`).
     """
     check_choice("arousal", arousal, AROUSAL_READINGS)
-    texts = list(texts)
-    if workers is None:
-        workers = (os.cpu_count() or 1) if len(texts) >= PARALLEL_MIN_TEXTS else 1
-    if workers <= 1 or len(texts) < 2:
-        return _emotion_chunk((texts, arousal))
-    import multiprocessing
-
-    _vader()  # load the lexicon once, before the workers fork
-    step = -(-len(texts) // (4 * workers))
-    jobs = [(texts[i:i + step], arousal) for i in range(0, len(texts), step)]
-    with multiprocessing.get_context("fork").Pool(workers) as pool:
-        parts = pool.map(_emotion_chunk, jobs)
-    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+    feats = emotion_features(texts, workers)
+    return intensity_from_features(feats, arousal), feats[:, 0]
 
 
 def emotional_intensity(texts, arousal: str = "structural") -> np.ndarray:
@@ -367,17 +392,43 @@ def fingerprint(ds: Dataset, regime: str, options: dict) -> str:
     h.update(_source_version().encode())
     h.update(json.dumps([ds.name, regime, options], sort_keys=True, default=str).encode())
     c = ds.cases
-    h.update(json.dumps([list(c["case_id"]), list(c["question"]), [list(x) for x in c["haystack"]],
-                         [list(x) for x in c["gold"]], list(c["group"])]).encode())
-    h.update(pd.util.hash_pandas_object(ds.turns[["session", "role", "speaker", "text", "timestamp"]],
-                                        index=False).to_numpy().tobytes())
+    h.update(
+        json.dumps(
+            [
+                list(c["case_id"]),
+                list(c["question"]),
+                [list(x) for x in c["haystack"]],
+                [list(x) for x in c["gold"]],
+                list(c["group"]),
+            ]
+        ).encode()
+    )
+    used = set().union(*c["haystack"]) if len(c) else set()
+    turns = ds.turns[ds.turns["session"].isin(used)]  # only the turns the cases read
+    h.update(
+        pd.util.hash_pandas_object(turns[["session", "role", "speaker", "text", "timestamp"]], index=False)
+        .to_numpy()
+        .tobytes()
+    )
     return h.hexdigest()[:24]
 
 
-def annotate(ds: Dataset, regime: str = "blind", *, factor_set: str = "paper", embedding="reference",
-             device: str | None = None, arousal: str = "structural", self_reading: str = "earlier",
-             value_profile: str | None = None, task_utility=None, retrievals=None, use_cache: bool = True,
-             progress: bool = True, max_seq_length: int | None = None) -> Annotation:
+def annotate(
+    ds: Dataset,
+    regime: str = "blind",
+    *,
+    factor_set: str = "paper",
+    embedding="reference",
+    device: str | None = None,
+    arousal: str = "structural",
+    self_reading: str = "earlier",
+    value_profile: str | None = None,
+    task_utility=None,
+    retrievals=None,
+    use_cache: bool = True,
+    progress: bool = True,
+    max_seq_length: int | None = None,
+) -> Annotation:
     """Annotate every usable case of ``ds`` with the seven factors in one regime.
 
     Parameters
@@ -394,9 +445,9 @@ def annotate(ds: Dataset, regime: str = "blind", *, factor_set: str = "paper", e
         Embedding device; defaults to what the machine has.
     arousal : {'structural', 'constant', 'lexical'}
         Reading of arousal in emotional intensity (:func:`emotion_and_valence`).
-    self_reading : {'earlier', 'inclusive'}
-        Whether the running user centroid holds only earlier turns (default) or
-        the turn itself too.
+    self_reading : {'earlier', 'inclusive', 'history'}
+        Which user turns the centroid of self relevance holds: earlier ones
+        (default), earlier ones and the turn, or all of the history's.
     value_profile : str, optional
         Text of the agent's value profile; makes value alignment live.
     task_utility : callable, optional
@@ -418,16 +469,26 @@ def annotate(ds: Dataset, regime: str = "blind", *, factor_set: str = "paper", e
     max_seq_length = setting_length(max_seq_length if max_seq_length is not None else embedding)
     t0 = time.perf_counter()
     usable = ds.usable()
-    options = {"value_profile": value_profile, "task_utility": getattr(task_utility, "__qualname__", None),
-               "retrievals": None if retrievals is None else hashlib.sha1(np.asarray(retrievals).tobytes()).hexdigest(),
-               "max_seq_length": max_seq_length, "factor_set": factor_set, "arousal": arousal,
-               "self_reading": self_reading}
+    options = {
+        "value_profile": value_profile,
+        "task_utility": getattr(task_utility, "__qualname__", None),
+        "retrievals": None if retrievals is None else hashlib.sha1(np.asarray(retrievals).tobytes()).hexdigest(),
+        "max_seq_length": max_seq_length,
+        "factor_set": factor_set,
+        "arousal": arousal,
+        "self_reading": self_reading,
+    }
     key = fingerprint(usable, regime, options)
     path = cache_root() / "factors" / f"{_safe_name(ds.name)}-{regime}-{key}.npz"
     if use_cache and path.is_file():
-        ann = load_annotation(path)
-        ann.info.update(cached=True, seconds=time.perf_counter() - t0)
-        return ann
+        try:
+            ann = load_annotation(path)
+        except DatasetError as exc:  # a damaged table: say which, move it aside, recompute
+            set_aside(path, exc.__cause__ or exc)
+        else:
+            ann.info.update(cached=True, seconds=time.perf_counter() - t0)
+            return ann
+    save = use_cache and cache_folder_ok(path.parent)  # an unusable folder is reported before the work
 
     turns = ds.turns
     # only the texts the usable cases' haystacks hold are embedded and scored
@@ -436,18 +497,34 @@ def annotate(ds: Dataset, regime: str = "blind", *, factor_set: str = "paper", e
     text_ids = turns["text_id"].to_numpy()
     used_texts = np.unique(text_ids[used])
     E_text = np.zeros((len(ds.texts), 384), np.float32)
-    E_text[used_texts] = embed([ds.texts[i] for i in used_texts], max_seq_length=max_seq_length,
-                               progress=progress, use_cache=use_cache, device=device)
+    E_text[used_texts] = embed(
+        [ds.texts[i] for i in used_texts],
+        max_seq_length=max_seq_length,
+        progress=progress,
+        use_cache=use_cache,
+        device=device,
+    )
     t_embedded = time.perf_counter()
     E = E_text[text_ids]
     emotion = _text_emotion(ds.texts, used_texts, arousal)[text_ids]
     rel = reliability(turns["role"].tolist(), turns["text"].tolist(), cues=factor_set == "extended")
-    value_col = (np.clip((1.0 + E @ embed([value_profile], max_seq_length=max_seq_length, progress=False,
-                                           use_cache=use_cache)[0]) / 2.0, 0, 1)
-                 if value_profile else np.zeros(len(turns)))
+    value_col = (
+        np.clip(
+            (1.0 + E @ embed([value_profile], max_seq_length=max_seq_length, progress=False, use_cache=use_cache)[0])
+            / 2.0,
+            0,
+            1,
+        )
+        if value_profile
+        else np.zeros(len(turns))
+    )
     if task_utility is not None:
         task_col = np.asarray(task_utility(turns["text"].tolist()), dtype=float)
-        if task_col.shape != (len(turns),) or np.any((task_col < 0) | (task_col > 1)) or not np.all(np.isfinite(task_col)):
+        if (
+            task_col.shape != (len(turns),)
+            or np.any((task_col < 0) | (task_col > 1))
+            or not np.all(np.isfinite(task_col))
+        ):
             raise ParameterError("task_utility must return one value in [0, 1] per turn")
     else:
         task_col = np.zeros(len(turns))
@@ -463,8 +540,9 @@ def annotate(ds: Dataset, regime: str = "blind", *, factor_set: str = "paper", e
     anchor.prepare(ds, E)
     qvecs = None
     if anchor.per_question:
-        qvecs = embed(usable.cases["question"].tolist(), max_seq_length=max_seq_length, progress=progress,
-                      use_cache=use_cache)
+        qvecs = embed(
+            usable.cases["question"].tolist(), max_seq_length=max_seq_length, progress=progress, use_cache=use_cache
+        )
     roles = turns["role"].to_numpy()
     speakers = turns["speaker"].to_numpy()
     t_days = ((turns["timestamp"] - turns["timestamp"].min()) / pd.Timedelta(days=1)).to_numpy()
@@ -481,7 +559,7 @@ def annotate(ds: Dataset, regime: str = "blind", *, factor_set: str = "paper", e
             F = np.zeros((len(rows), len(FACTORS)), np.float32)
             F[:, 0] = emotion[rows]
             F[:, 2] = value_col[rows]
-            F[:, 3] = _self_relevance(E[rows], roles[rows], speakers[rows], self_reading == "inclusive")
+            F[:, 3] = _self_relevance(E[rows], roles[rows], speakers[rows], self_reading)
             F[:, 4] = task_col[rows]
             F[:, 5] = rel[rows]
             F[:, 6] = usage_col[rows]
@@ -497,61 +575,78 @@ def annotate(ds: Dataset, regime: str = "blind", *, factor_set: str = "paper", e
             rows_list.append(rows)
         case_h.append(hay_index[key_h])
         gold.append([pos[g] for g in gold_rows])
-    cs = CaseSet.from_haystacks(factors, times, case_h, gold, case_ids=usable.cases["case_id"],
-                                groups=usable.cases["group"])
+    cs = CaseSet.from_haystacks(
+        factors, times, case_h, gold, case_ids=usable.cases["case_id"], groups=usable.cases["group"]
+    )
     N = cs.factors.shape[1]
     turn_rows = np.full((len(rows_list), N), -1, dtype=np.int64)
     for g, rows in enumerate(rows_list):
         turn_rows[g, : len(rows)] = rows
     inert = [f for f in FACTORS if not np.any(cs.factors[..., FACTORS.index(f)])]
-    info = {**ds.stats(), "regime": regime, "haystacks": cs.n_haystacks, "cached": False, **options,
-            "seconds": time.perf_counter() - t0, "seconds_beyond_embedding": time.perf_counter() - t_embedded,
-            "peak_rss_gb": peak_rss_gb()}
+    info = {
+        **ds.stats(),
+        "regime": regime,
+        "haystacks": cs.n_haystacks,
+        "cached": False,
+        **options,
+        "seconds": time.perf_counter() - t0,
+        "seconds_beyond_embedding": time.perf_counter() - t_embedded,
+        "peak_rss_gb": peak_rss_gb(),
+    }
     ann = Annotation(ds.name, regime, cs, turn_rows, inert, info)
-    if use_cache:
-        save_annotation(ann, path)
+    if save:
+        try:
+            save_annotation(ann, path)
+        except OSError as exc:  # the folder turned unusable during the run: keep the result, uncached
+            report_unwritable(path.parent, exc)
     return ann
 
 
-def _self_relevance(E: np.ndarray, roles: np.ndarray, speakers: np.ndarray, inclusive: bool = False
-                    ) -> np.ndarray:
-    """Causal self/user relevance of each turn of one history (see module docstring).
+def _self_relevance(E: np.ndarray, roles: np.ndarray, speakers: np.ndarray, reading: str = "earlier") -> np.ndarray:
+    """Self/user relevance of each turn of one history (see module docstring).
 
-    ``inclusive`` puts a user turn in its own centroid (the "running centroid"
-    read as including the current turn); by default only earlier turns count.
+    ``reading`` (:data:`SELF_READINGS`): ``earlier`` compares a turn with the
+    centroid of the user's strictly earlier turns; ``inclusive`` puts a user turn
+    in its own centroid; ``history`` uses all the user's turns of the history,
+    later ones included (it reads no question, but it is not causal). An
+    assistant turn is compared with the user turns (earlier ones, or all for
+    ``history``).
     """
     user = roles == "user"
     out = np.full(len(E), 0.5)
-    before_all = np.cumsum(E * user[:, None], axis=0) - E * user[:, None]
+    Eu = E * user[:, None]
+    before_all = Eu.sum(axis=0, keepdims=True) if reading == "history" else np.cumsum(Eu, axis=0) - Eu
     asst = ~user
     if asst.any():
-        out[asst] = _cos01(E[asst], before_all[asst])
+        out[asst] = _cos01(E[asst], np.broadcast_to(before_all, E.shape)[asst])
     for s in np.unique(speakers[user]):
         m = user & (speakers == s)
         Em = E[m]
-        before = np.cumsum(Em, axis=0) - (0 if inclusive else Em)
-        out[m] = _cos01(Em, before)
+        if reading == "history":
+            cent = np.broadcast_to(Em.sum(axis=0), Em.shape)
+        else:
+            cent = np.cumsum(Em, axis=0) - (0 if reading == "inclusive" else Em)
+        out[m] = _cos01(Em, cent)
     return out
 
 
-_EMOTION_MEMO: dict = {}
+_EMOTION_MEMO: list = []
 
 
 def _text_emotion(texts: list, used: np.ndarray, arousal: str) -> np.ndarray:
-    """Emotional intensity per text id (0 where unused), remembered for the last ``texts`` list.
+    """Emotional intensity per text id (0 where unused), with VADER remembered for the last ``texts`` list.
 
-    The blind and oracle annotations of one dataset score the same texts; the
-    memo (which holds the list itself, so identity is a safe key) lets the second
-    regime skip VADER.
+    The blind and oracle annotations of one dataset (and its readings) score the
+    same texts; the memo (which holds the list itself, so identity is a safe
+    key) lets them share one VADER pass.
     """
-    memo = _EMOTION_MEMO.get(arousal)
-    if memo is not None and memo[0] is texts and np.array_equal(memo[1], used):
-        return memo[2]
-    out = np.zeros(len(texts))
-    out[used] = emotional_intensity([texts[i] for i in used], arousal)
-    _EMOTION_MEMO.clear()
-    _EMOTION_MEMO[arousal] = (texts, used, out)
-    return out
+    if _EMOTION_MEMO and _EMOTION_MEMO[0] is texts and np.array_equal(_EMOTION_MEMO[1], used):
+        feats = _EMOTION_MEMO[2]
+    else:
+        feats = np.zeros((len(texts), 3))
+        feats[used] = emotion_features([texts[i] for i in used])
+        _EMOTION_MEMO[:] = [texts, used, feats]
+    return intensity_from_features(feats, arousal)
 
 
 def peak_rss_gb() -> float:
@@ -571,18 +666,32 @@ def _safe_name(name: str) -> str:
 def save_annotation(ann: Annotation, path) -> None:
     """Write an annotation as one ``.npz`` (atomic; no pickle)."""
     cs = ann.cases
-    atomic_savez(path, factors=cs.factors, time=cs.time, length=cs.length, case_haystack=cs.case_haystack,
-                 gold_case=cs.gold_case, gold_pos=cs.gold_pos, case_ids=cs.case_ids.astype(str),
-                 groups=cs.groups.astype(str), turn_rows=ann.turn_rows,
-                 meta=np.array(json.dumps({"dataset": ann.dataset, "regime": ann.regime, "inert": ann.inert,
-                                           "info": ann.info})))
+    atomic_savez(
+        path,
+        factors=cs.factors,
+        time=cs.time,
+        length=cs.length,
+        case_haystack=cs.case_haystack,
+        gold_case=cs.gold_case,
+        gold_pos=cs.gold_pos,
+        case_ids=cs.case_ids.astype(str),
+        groups=cs.groups.astype(str),
+        turn_rows=ann.turn_rows,
+        meta=np.array(json.dumps({"dataset": ann.dataset, "regime": ann.regime, "inert": ann.inert, "info": ann.info})),
+    )
 
 
 def load_annotation(path) -> Annotation:
-    """Read an annotation written by :func:`save_annotation`."""
-    with np.load(path, allow_pickle=False) as z:
+    """Read an annotation written by :func:`save_annotation`.
+
+    A damaged file (truncated, overwritten, missing arrays) raises a
+    :class:`~memlib.datasets.DatasetError` that names it.
+    """
+    names = ("factors", "time", "length", "case_haystack", "gold_case", "gold_pos", "case_ids", "groups")
+    try:
+        z = read_npz(path, (*names, "turn_rows", "meta"))
         meta = json.loads(str(z["meta"]))
-        cs = CaseSet(z["factors"], z["time"], z["length"], z["case_haystack"], z["gold_case"], z["gold_pos"],
-                     z["case_ids"], z["groups"])
-        turn_rows = z["turn_rows"]
-    return Annotation(meta["dataset"], meta["regime"], cs, turn_rows, meta["inert"], meta["info"])
+        cs = CaseSet(*(z[name] for name in names))
+        return Annotation(meta["dataset"], meta["regime"], cs, z["turn_rows"], meta["inert"], meta["info"])
+    except CORRUPT_ERRORS + (TypeError,) as exc:
+        raise DatasetError(f"{path}: not a readable factor table ({type(exc).__name__}: {exc})") from exc

@@ -2,8 +2,8 @@ import json
 
 import numpy as np
 import pytest
-from fixtures import longmemeval_records, write_jsonl, write_longmemeval
 
+from fixtures import longmemeval_records, write_jsonl, write_longmemeval
 from memlib import ParameterError
 from memlib import datasets as D
 
@@ -18,8 +18,11 @@ def test_longmemeval_fixture_loads_counts_usable_and_shares_sessions(tmp_path):
     assert st["turn_occurrences"] == 6 + 7 + 4
     q1 = ds.cases.iloc[0]
     # haystack in time order: filler (05/20), travel (05/21), answer (05/22)
-    assert [ds.sessions.set_index("session").loc[s, "label"] for s in q1["haystack"]] == \
-        ["filler_a", "travel_b", "answer_q1"]
+    assert [ds.sessions.set_index("session").loc[s, "label"] for s in q1["haystack"]] == [
+        "filler_a",
+        "travel_b",
+        "answer_q1",
+    ]
     gold_text = ds.turns.loc[list(q1["gold"]), "text"].tolist()
     assert gold_text == ["My dog Biscuit is allergic to chicken, so I buy salmon kibble."]
     assert len(ds.cases.iloc[1]["gold"]) == 2
@@ -38,11 +41,19 @@ def test_reused_session_id_with_other_content_is_kept_apart(tmp_path):
     "mutate, message",
     [
         (lambda r: {"not": "a list"}, "expected a JSON list of records at the top level, got dict"),
-        (lambda r: [{k: v for k, v in r[0].items() if k != "haystack_sessions"}],
-         "record 0 (q1): missing required field 'haystack_sessions'"),
-        (lambda r: [dict(r[0], haystack_sessions=[[{"role": "user"}], r[0]["haystack_sessions"][1],
-                                                  r[0]["haystack_sessions"][2]])],
-         "record 0 (q1) haystack_sessions[0] turn 0: a turn needs role"),
+        (
+            lambda r: [{k: v for k, v in r[0].items() if k != "haystack_sessions"}],
+            "record 0 (q1): missing required field 'haystack_sessions'",
+        ),
+        (
+            lambda r: [
+                dict(
+                    r[0],
+                    haystack_sessions=[[{"role": "user"}], r[0]["haystack_sessions"][1], r[0]["haystack_sessions"][2]],
+                )
+            ],
+            "record 0 (q1) haystack_sessions[0] turn 0: a turn needs role",
+        ),
         (lambda r: [dict(r[0], haystack_dates=["yesterday"] * 3)], "cannot read date 'yesterday'"),
         (lambda r: [dict(r[0], haystack_dates=r[0]["haystack_dates"][:2])], "haystack lists differ in length"),
     ],
@@ -74,6 +85,7 @@ def test_jsonl_format(tmp_path):
 
 def test_jsonl_unresolvable_evidence_is_an_error(tmp_path):
     from fixtures import jsonl_records
+
     recs = jsonl_records()
     recs[0]["questions"][0]["evidence"] = [["s9", 0]]
     with pytest.raises(D.DatasetError, match=r"line 1 question 0: evidence \['s9', 0\] does not resolve"):
@@ -82,13 +94,29 @@ def test_jsonl_unresolvable_evidence_is_an_error(tmp_path):
 
 def test_locomo_evidence_normalisation():
     assert D.normalise_locomo_evidence(["D8:6; D9:17", "D9:1 D4:4 D4:6", "D:11:26", "D30:05", "D"]) == [
-        "D8:6", "D9:17", "D9:1", "D4:4", "D4:6", "D11:26", "D30:5"]
+        "D8:6",
+        "D9:17",
+        "D9:1",
+        "D4:4",
+        "D4:6",
+        "D11:26",
+        "D30:5",
+    ]
 
 
 def test_locomo_malformed_turn(tmp_path):
-    bad = [{"sample_id": "x", "qa": [], "conversation": {
-        "speaker_a": "A", "speaker_b": "B", "session_1_date_time": "1:56 pm on 8 May, 2023",
-        "session_1": [{"speaker": "A", "dia_id": "D1:1"}]}}]
+    bad = [
+        {
+            "sample_id": "x",
+            "qa": [],
+            "conversation": {
+                "speaker_a": "A",
+                "speaker_b": "B",
+                "session_1_date_time": "1:56 pm on 8 May, 2023",
+                "session_1": [{"speaker": "A", "dia_id": "D1:1"}],
+            },
+        }
+    ]
     path = tmp_path / "locomo10.json"
     path.write_text(json.dumps(bad))
     with pytest.raises(D.DatasetError, match=r"record 0 \(x\) session_1 turn 0: a turn needs 'speaker' and a 'text'"):
@@ -189,3 +217,22 @@ def test_dataset_name_prefers_the_full_release(tmp_path, monkeypatch):
     ds = D.load("longmemeval_s")
     assert ds.stats()["source"] == "longmemeval_s_cleaned.json" and len(ds.cases) == 3
     assert ds.name == "longmemeval_s"
+
+
+def test_sample_is_seeded_and_keeps_file_order(tmp_path):
+    ds = D.load(str(write_longmemeval(tmp_path / "lme.json")))
+    a, b = ds.sample(2, seed=3), ds.sample(2, seed=3)
+    assert list(a.cases["case_id"]) == list(b.cases["case_id"]) and len(a.cases) == 2
+    order = list(ds.cases["case_id"])
+    assert [order.index(c) for c in a.cases["case_id"]] == sorted(order.index(c) for c in a.cases["case_id"])
+    assert len(ds.sample(10).cases) == 3
+    with pytest.raises(ParameterError, match="sample size must be an integer >= 1, got 0"):
+        ds.sample(0)
+
+
+def test_sessions_sharing_a_minute_do_not_interleave(tmp_path):
+    recs = longmemeval_records()[:1]
+    recs[0]["haystack_dates"] = [recs[0]["haystack_dates"][0]] * len(recs[0]["haystack_dates"])
+    ds = D.load_longmemeval(write_longmemeval(tmp_path / "lme.json", recs))
+    times = ds.turns.loc[list(ds.haystack_rows(0)), "timestamp"]
+    assert times.is_monotonic_increasing and times.is_unique

@@ -1,0 +1,147 @@
+"""Published memory policies as :class:`~memlib.store.protocol.Policy` objects.
+
+Each baseline follows its source's own definition; the docstrings cite the
+file and constants read. Where a source has no budgeted forgetting, or needs
+an LLM, the adaptation is stated.
+
+* :class:`GenerativeAgentsPolicy`: Park et al. (2023), retrieval score.
+* :class:`MemoryBankPolicy`: Zhong et al. (2024), Ebbinghaus retention.
+* :class:`FIFOPolicy`: MemGPT-style first-in first-out eviction (Packer et al. 2023).
+* :class:`RecencyPolicy`: keep and return the most recent turns.
+* :class:`UnboundedRAGPolicy`: plain similarity retrieval over everything (the ceiling).
+* :class:`memlib.store.policies.ValuePolicy`: ours, the learned value.
+
+All of them are registered by name in :data:`memlib.store.policies.POLICIES`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from memlib.store.protocol import Policy
+
+
+def _minmax(x: np.ndarray) -> np.ndarray:
+    """Min-max normalise to [0, 1]; a constant vector maps to 0.5 (as the GA code does)."""
+    lo, hi = float(np.min(x)), float(np.max(x))
+    return np.full(len(x), 0.5) if hi == lo else (x - lo) / (hi - lo)
+
+
+class GenerativeAgentsPolicy(Policy):
+    """Generative Agents' retrieval score: recency, importance and relevance.
+
+    Source: joonspk-research/generative_agents,
+    ``reverie/backend_server/persona/cognitive_modules/retrieve.py`` (``new_retrieve``:
+    each component min-max normalised to [0, 1] by ``normalize_dict_floats``, combined
+    with ``gw = [0.5, 3, 2]`` for recency, relevance and importance, times
+    ``recency_w = relevance_w = importance_w = 1``) and
+    ``persona/memory_structures/scratch.py`` (``recency_decay = 0.99``).
+
+    * Recency: ``0.99 ** rank`` over items ordered by last access, rank 1 the most
+      recently accessed. (The released ``extract_recency`` sorts ascending, which
+      gives the *oldest* item the largest value; we follow the paper's stated
+      intent, recent = high.)
+    * Importance: the source asks an LLM for a 1-10 "poignancy". API-free stand-in:
+      ``1 + 9 * emotional intensity`` (VADER-based, :mod:`memlib.factors`), the closest
+      lexical reading of poignancy.
+    * Relevance: cosine similarity to the query.
+
+    Forgetting: Generative Agents keeps everything. Under a budget we drop the
+    items with the lowest query-free part of the score (``0.5 * recency + 2 *
+    importance``, normalised) first: our adaptation.
+    """
+
+    name = "generative_agents"
+    RECENCY_DECAY = 0.99
+    W_RECENCY, W_RELEVANCE, W_IMPORTANCE = 0.5, 3.0, 2.0
+
+    def _recency(self, store) -> np.ndarray:
+        order = np.argsort(-store._last_access, kind="stable")  # most recent first
+        rank = np.empty(len(order))
+        rank[order] = np.arange(1, len(order) + 1)
+        return self.RECENCY_DECAY**rank
+
+    def _importance(self, store) -> np.ndarray:
+        return 1.0 + 9.0 * store.factors[:, 0]
+
+    def forget_scores(self, store, now):
+        keep_score = self.W_RECENCY * _minmax(self._recency(store)) + self.W_IMPORTANCE * _minmax(
+            self._importance(store)
+        )
+        return -keep_score
+
+    def retrieval_scores(self, store, query_vec, query_valence, now):
+        relevance = 2.0 * store.similarity(query_vec) - 1.0  # the cosine
+        return (
+            self.W_RECENCY * _minmax(self._recency(store))
+            + self.W_RELEVANCE * _minmax(relevance)
+            + self.W_IMPORTANCE * _minmax(self._importance(store))
+        )
+
+
+class MemoryBankPolicy(Policy):
+    """MemoryBank's Ebbinghaus forgetting curve with strength updates on recall.
+
+    Source: zhongwanjun/MemoryBank-SiliconFriend,
+    ``memory_bank/memory_retrieval/forget_memory.py``: ``forgetting_curve(t, S) =
+    exp(-t / S)`` with ``t`` in days since the memory's ``cur_level_date``;
+    ``memory_level = 3`` levels with strengths ``S = 1, 2, 3``; a recalled memory
+    moves one level up (capped) and its date resets to the recall date
+    (``update_memory_when_searched``). Retrieval is dense similarity search (FAISS).
+
+    The source forgets at random with probability ``1 - R``; under a budget we
+    drop the lowest retention ``R`` first (deterministic; our adaptation).
+    """
+
+    name = "memorybank"
+    LEVELS = 3
+
+    def retention(self, store, now) -> np.ndarray:
+        t = np.maximum(now - store._last_access, 0.0)
+        strength = np.minimum(store._level, self.LEVELS - 1) + 1.0
+        return np.exp(-t / strength)
+
+    def forget_scores(self, store, now):
+        return -self.retention(store, now)
+
+    def on_retrieve(self, store, idx, now):
+        super().on_retrieve(store, idx, now)
+        store._level[idx] = np.minimum(store._level[idx] + 1, self.LEVELS - 1)
+
+
+class FIFOPolicy(Policy):
+    """MemGPT-style first-in first-out eviction with similarity retrieval.
+
+    Source: cpacker/MemGPT (Packer et al. 2023): when the context queue overflows,
+    the oldest messages are evicted first (the paper's queue manager, "flush" of
+    the FIFO queue); evicted messages go to recall storage searched by embedding
+    similarity. Here the bounded store is the queue and nothing is recalled
+    from evicted turns, so the oldest turns are simply forgotten.
+    """
+
+    name = "memgpt_fifo"
+
+    def forget_scores(self, store, now):
+        return -store._time
+
+
+class RecencyPolicy(Policy):
+    """Keep the most recent turns and return them newest first (no query use)."""
+
+    name = "recency"
+
+    def forget_scores(self, store, now):
+        return -store._time
+
+    def retrieval_scores(self, store, query_vec, query_valence, now):
+        return store._time.astype(np.float64)
+
+
+class UnboundedRAGPolicy(Policy):
+    """Plain similarity retrieval over every stored turn, with no forgetting (the ceiling)."""
+
+    name = "rag_unbounded"
+    bounded = False
+
+    def forget_scores(self, store, now):
+        return np.zeros(len(store))

@@ -1,0 +1,421 @@
+"""The SQLite file behind :meth:`MemoryStore.open <memlib.store.MemoryStore.open>`.
+
+One store is one SQLite file in WAL mode (standard library :mod:`sqlite3`).
+Every change a store makes (an add, a consolidation, a retrieval's usage
+counts, a pin) is one transaction, so a process killed at any point loses at
+most the operation in flight and never leaves a half-written store; the
+in-memory arrays of the store are an index rebuilt from the file on open.
+
+Tables (``PRAGMA application_id`` is :data:`APPLICATION_ID`, ``user_version`` is
+:data:`SCHEMA_VERSION`):
+
+* ``meta(key, value)``: the settings and session scalars, one JSON value per key
+  (``format, version, policy, policy_config, factor_set, weights, value_profile,
+  merge_threshold, current_session, session_has_user, next_id, now``);
+* ``sums(name, vector)``: the running sums behind the centroids as float64 blobs
+  (``user``, ``session``, ``session_all``, ``speaker:<name>``);
+* ``items``: one row per retained item, its factors as one column each
+  (:data:`ITEM_COLUMNS`); ``expires`` is NULL for never;
+* ``vectors(id, embedding)``: each item's unit embedding as a float32 blob, kept
+  apart so that reading or rewriting the items does not touch the vectors' pages.
+  A consolidation deletes the dropped items' rows from ``items`` only and lists
+  their ids in ``dropped_vectors``; each later add deletes up to
+  :data:`PURGE_PER_ADD` of those vectors. So forgetting thousands of items
+  rewrites a few hundred small pages, not a 1.5 KB vector per item, and the
+  vectors of forgotten items are gone after at most half as many adds as were dropped;
+* ``forgotten``: every dropped item (``reason`` ``budget`` or ``expired``, ``at`` the
+  consolidation time);
+* ``merges``: every turn that merged into a stored near-duplicate.
+
+Concurrency is SQLite's: any number of processes read while one writes; a
+second writer waits up to ``timeout`` seconds for the lock, then gets a
+:class:`~memlib.store.state.StoreError` that names the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+
+from memlib import FACTORS
+from memlib.store.state import DIM, StoreError, fail
+
+#: ``PRAGMA application_id`` of a store file ("meml").
+APPLICATION_ID = 0x6D656D6C
+#: ``PRAGMA user_version``: the layout of the tables below.
+SCHEMA_VERSION = 1
+#: Durability of a commit: ``normal`` survives a killed process; ``full`` also a power cut.
+SYNCHRONOUS = ("normal", "full")
+#: Vectors of forgotten items that each add deletes (see the module docstring).
+PURGE_PER_ADD = 2
+#: SQLite's page cache per connection, in KiB (a consolidation rewrites many pages at once).
+CACHE_KIB = 65536
+_SCALAR_COLUMNS = ("time", "valence", "retrievals", "last_access", "level")
+#: Columns of the ``items`` table, in order.
+ITEM_COLUMNS = ("id", "text", "role", "speaker", "session", *_SCALAR_COLUMNS, "expires", "pinned", "tokens")
+ITEM_COLUMNS += FACTORS
+_META_KEYS = ("format", "version", "policy", "policy_config", "factor_set", "weights", "value_profile")
+_META_KEYS += ("merge_threshold", "current_session", "session_has_user", "next_id", "now")
+_SCHEMA = f"""
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE sums (name TEXT PRIMARY KEY, vector BLOB NOT NULL);
+CREATE TABLE items (
+    id INTEGER PRIMARY KEY, text TEXT NOT NULL, role TEXT NOT NULL, speaker TEXT NOT NULL, session TEXT NOT NULL,
+    {", ".join(f"{c} REAL NOT NULL" for c in _SCALAR_COLUMNS)},
+    expires REAL, pinned INTEGER NOT NULL, tokens INTEGER NOT NULL,
+    {", ".join(f"{f} REAL NOT NULL" for f in FACTORS)}
+);
+CREATE TABLE vectors (id INTEGER PRIMARY KEY, embedding BLOB NOT NULL);
+CREATE TABLE dropped_vectors (id INTEGER PRIMARY KEY);
+CREATE TABLE forgotten (
+    seq INTEGER PRIMARY KEY, id INTEGER NOT NULL, text TEXT NOT NULL, time REAL NOT NULL, value REAL NOT NULL,
+    tier TEXT NOT NULL, reason TEXT NOT NULL, at REAL NOT NULL
+);
+CREATE TABLE merges (
+    seq INTEGER PRIMARY KEY, id INTEGER NOT NULL, turn INTEGER NOT NULL, text TEXT NOT NULL, time REAL NOT NULL,
+    cosine REAL NOT NULL
+);
+PRAGMA application_id = {APPLICATION_ID};
+PRAGMA user_version = {SCHEMA_VERSION};
+"""
+_INSERT_ITEM = f"INSERT INTO items ({', '.join(ITEM_COLUMNS)}) VALUES ({', '.join('?' * len(ITEM_COLUMNS))})"
+_UPDATE_USAGE = (
+    "UPDATE items SET retrievals = ?, last_access = ?, level = ?, "
+    + ", ".join(f"{f} = ?" for f in FACTORS)
+    + " WHERE id = ?"
+)
+_FORGOTTEN = ("id", "text", "time", "value", "tier", "reason", "at")
+_MERGES = ("id", "turn", "text", "time", "cosine")
+_INSERT_FORGOTTEN = f"INSERT INTO forgotten ({', '.join(_FORGOTTEN)}) VALUES ({', '.join('?' * len(_FORGOTTEN))})"
+_INSERT_MERGE = f"INSERT INTO merges ({', '.join(_MERGES)}) VALUES ({', '.join('?' * len(_MERGES))})"
+
+
+def _json_number(x):
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+class StoreFile:
+    """One open SQLite store file: transactions, and reading and writing the state.
+
+    Parameters
+    ----------
+    path : str or path
+        Created (private to its owner, mode 0600) if it does not exist.
+    timeout : float
+        Seconds a writer waits for another writer's lock before failing.
+    synchronous : {'normal', 'full'}
+        ``normal`` (the default): a killed process loses at most the operation in
+        flight; a power cut may also undo the last commits, never corrupting the file.
+        ``full`` flushes every commit to disk, so it also survives a power cut.
+    """
+
+    def __init__(self, path, timeout: float = 5.0, synchronous: str = "normal"):
+        self.path = Path(path)
+        self.timeout = float(timeout)
+        if self.path.is_dir():
+            fail(self.path, "is a folder, not a store file")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+            os.close(fd)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            fail(self.path, f"cannot create the store file ({exc.strerror})")
+        self.con = None
+        with self.errors():
+            self.con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
+            mode = self.con.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                fail(self.path, f"cannot switch the store to WAL mode (journal mode {mode})")
+            self.con.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+            self.con.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+
+    # ---------------------------------------------------------------- transactions and errors
+    @contextlib.contextmanager
+    def errors(self):
+        """Turn SQLite's errors into :class:`StoreError` naming the file."""
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            msg = str(exc)
+            if "locked" in msg or "busy" in msg:
+                fail(
+                    self.path,
+                    f"another process is writing to this store; gave up waiting after {self.timeout:g} s "
+                    "(open it with a longer timeout= to wait longer)",
+                )
+            fail(self.path, f"cannot use the store file ({msg})")
+        except sqlite3.DatabaseError as exc:
+            msg = str(exc)
+            if any(w in msg for w in ("not a database", "malformed", "corrupt")):
+                fail(self.path, f"not a readable store file ({msg})")
+            fail(self.path, f"SQLite error ({msg})")
+
+    def begin_write(self) -> None:
+        """Take the write lock (waiting up to ``timeout``) and start a transaction."""
+        with self.errors():
+            self.con.execute("BEGIN IMMEDIATE")
+
+    def begin_read(self) -> None:
+        """Start a read transaction: a consistent snapshot until :meth:`commit`."""
+        with self.errors():
+            self.con.execute("BEGIN")
+
+    def commit(self) -> None:
+        with self.errors():
+            self.con.execute("COMMIT")
+
+    def rollback(self) -> None:
+        if self.con is not None and self.con.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self.con.execute("ROLLBACK")
+
+    @contextlib.contextmanager
+    def reading(self):
+        """A read transaction around a block."""
+        self.begin_read()
+        try:
+            yield
+        finally:
+            self.rollback()
+
+    def data_version(self) -> int:
+        """Changes when another connection commits (SQLite's ``PRAGMA data_version``)."""
+        with self.errors():
+            return int(self.con.execute("PRAGMA data_version").fetchone()[0])
+
+    def close(self) -> None:
+        if self.con is not None:
+            self.rollback()
+            with contextlib.suppress(sqlite3.Error):
+                self.con.close()
+            self.con = None
+
+    # ---------------------------------------------------------------- creating and reading
+    def initialised(self) -> bool:
+        """Whether the file holds a store (False for an empty file; StoreError for a foreign database)."""
+        with self.errors():
+            tables = {r[0] for r in self.con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            app = self.con.execute("PRAGMA application_id").fetchone()[0]
+        if not tables and app == 0:
+            return False
+        if app != APPLICATION_ID or "meta" not in tables:
+            fail(self.path, "a SQLite database, but not a memlib store")
+        return True
+
+    def create(self, state: dict, forgotten=(), merges=()) -> None:
+        """Write the tables and the whole ``state`` (inside the caller's write transaction)."""
+        with self.errors():
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    self.con.execute(statement)
+            self.put_meta({"format": "memlib.MemoryStore", "version": SCHEMA_VERSION})
+            self.put_settings(state["settings"])
+            self.put_session(state["session"])
+            sums = state["sums"]
+            self.put_sums({"user": sums["user"], "session": sums["session"], "session_all": sums["session_all"]})
+            self.put_sums({f"speaker:{k}": v for k, v in sums["speakers"].items()})
+            items = state["items"]
+            self.insert_items(items, range(len(items["ids"])))
+            self.log_forgotten(forgotten)
+            for e in merges:
+                self.log_merge(e)
+
+    def read_state(self) -> dict:
+        """The state in the file (inside the caller's transaction), unchecked: see :func:`check_state`."""
+        with self.errors():
+            version = self.con.execute("PRAGMA user_version").fetchone()[0]
+            if version != SCHEMA_VERSION:
+                fail(self.path, f"store schema version {version} is not {SCHEMA_VERSION}")
+            meta = {}
+            for key, value in self.con.execute("SELECT key, value FROM meta"):
+                try:
+                    meta[key] = json.loads(value)
+                except (TypeError, ValueError):
+                    fail(self.path, f"the setting {key!r} is not JSON: {value!r}")
+            missing = [k for k in _META_KEYS if k not in meta]
+            if missing:
+                fail(self.path, f"missing settings {', '.join(missing)}")
+            if meta["format"] != "memlib.MemoryStore":
+                fail(self.path, "not a memlib store")
+            sums = {}
+            for name, blob in self.con.execute("SELECT name, vector FROM sums"):
+                if not isinstance(blob, bytes) or len(blob) != DIM * 8:
+                    fail(self.path, f"the sum {name!r} is not {DIM} float64 numbers")
+                sums[name] = np.frombuffer(blob, "<f8").copy()
+            missing = [k for k in ("user", "session", "session_all") if k not in sums]
+            if missing:
+                fail(self.path, f"missing sums {', '.join(missing)}")
+            items = self._read_items()
+        return {
+            "settings": {k: meta[k] for k in ("policy", "policy_config", "factor_set", "weights")}
+            | {"value_profile": meta["value_profile"], "merge_threshold": meta["merge_threshold"]},
+            "session": {k: meta[k] for k in ("current_session", "session_has_user", "next_id", "now")},
+            "sums": {
+                "user": sums["user"],
+                "session": sums["session"],
+                "session_all": sums["session_all"],
+                "speakers": {k[len("speaker:") :]: v for k, v in sums.items() if k.startswith("speaker:")},
+            },
+            "items": items,
+        }
+
+    def _read_items(self) -> dict:
+        """The items table as the per-item arrays and lists of a state (column by column: fast for 100k items)."""
+        numeric = ("id", *_SCALAR_COLUMNS, "IFNULL(expires, 9e999)", "pinned", "tokens", *FACTORS)
+        rows = self.con.execute(f"SELECT {', '.join(numeric)} FROM items ORDER BY id").fetchall()
+        n = len(rows)
+        try:
+            a = np.array(rows, dtype=np.float64).reshape(n, len(numeric))
+        except (TypeError, ValueError) as exc:
+            fail(self.path, f"an item column holds a value that is not a number ({exc})")
+        items = {"ids": a[:, 0].astype(np.int64)}
+        if not np.array_equal(items["ids"], a[:, 0]):
+            fail(self.path, "an item id is not an integer")
+        items.update({k: a[:, 1 + j] for j, k in enumerate(_SCALAR_COLUMNS)})
+        c = 1 + len(_SCALAR_COLUMNS)
+        items.update(expires=a[:, c], pinned=a[:, c + 1] != 0, tokens=a[:, c + 2].astype(np.int64))
+        items["factors"] = np.ascontiguousarray(a[:, c + 3 :])
+        texts = self.con.execute("SELECT text, role, speaker, session FROM items ORDER BY id").fetchall()
+        for k, column in zip(("texts", "roles", "speakers", "sessions"), zip(*texts) if n else [()] * 4):
+            items[k] = list(column)
+        vectors = self.con.execute(
+            "SELECT items.id, embedding FROM items LEFT JOIN vectors ON vectors.id = items.id ORDER BY items.id"
+        ).fetchall()
+        blobs = [r[1] for r in vectors]
+        missing = [r[0] for r in vectors if r[1] is None]
+        if missing:
+            fail(self.path, f"the vectors table has no embedding for item {missing[0]}")
+        if set(map(type, blobs)) - {bytes} or set(map(len, blobs)) - {DIM * 4}:
+            fail(self.path, f"an item embedding is not {DIM} float32 numbers")
+        items["embeddings"] = np.frombuffer(b"".join(blobs), "<f4").reshape(n, DIM)
+        return items
+
+    # ---------------------------------------------------------------- writing (inside a write transaction)
+    def put_meta(self, values: dict) -> None:
+        self.con.executemany(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+            [(k, json.dumps(v, allow_nan=False)) for k, v in values.items()],
+        )
+
+    def put_settings(self, s: dict) -> None:
+        vp = s["value_profile"]
+        self.put_meta(
+            {
+                "policy": s["policy"],
+                "policy_config": s["policy_config"],
+                "factor_set": s["factor_set"],
+                "weights": [float(x) for x in s["weights"]],
+                "value_profile": None if vp is None else [float(x) for x in vp],
+                "merge_threshold": s["merge_threshold"],
+            }
+        )
+
+    def put_session(self, s: dict) -> None:
+        self.put_meta(
+            {
+                "current_session": s["current_session"],
+                "session_has_user": bool(s["session_has_user"]),
+                "next_id": int(s["next_id"]),
+                "now": _json_number(s["now"]),
+            }
+        )
+
+    def put_sums(self, sums: dict) -> None:
+        self.con.executemany(
+            "INSERT OR REPLACE INTO sums (name, vector) VALUES (?, ?)",
+            [(k, np.asarray(v, "<f8").tobytes()) for k, v in sums.items()],
+        )
+
+    def insert_items(self, items: dict, positions) -> None:
+        """Insert the items at ``positions`` of the per-item arrays ``items`` (state layout)."""
+        self.con.executemany(_INSERT_ITEM, (_item_row(items, i) for i in positions))
+        ids, emb = items["ids"], items["embeddings"]
+        self.con.executemany(
+            "INSERT INTO vectors (id, embedding) VALUES (?, ?)",
+            ((int(ids[i]), np.asarray(emb[i], "<f4").tobytes()) for i in positions),
+        )
+
+    def update_usage(self, ids, retrievals, last_access, level, factors) -> None:
+        """Rewrite the usage state (and factors) of the items ``ids``."""
+        self.con.executemany(
+            _UPDATE_USAGE,
+            [
+                (float(r), float(a), float(lv), *map(float, f), int(i))
+                for i, r, a, lv, f in zip(ids, retrievals, last_access, level, factors)
+            ],
+        )
+
+    def update_goal(self, ids, values) -> None:
+        self.con.executemany(
+            "UPDATE items SET goal_relevance = ? WHERE id = ?", [(float(v), int(i)) for i, v in zip(ids, values)]
+        )
+
+    def update_pin(self, item_id: int, pinned: bool, expires: float) -> None:
+        self.con.execute(
+            "UPDATE items SET pinned = ?, expires = ? WHERE id = ?",
+            (int(pinned), _json_number(expires), int(item_id)),
+        )
+
+    def delete_items(self, ids) -> None:
+        """Delete items; their vectors go later, a few per add (:meth:`purge_vectors`)."""
+        rows = [(int(i),) for i in ids]
+        self.con.executemany("DELETE FROM items WHERE id = ?", rows)
+        self.con.executemany("INSERT OR IGNORE INTO dropped_vectors (id) VALUES (?)", rows)
+
+    def purge_vectors(self, limit: int = PURGE_PER_ADD) -> None:
+        """Delete up to ``limit`` vectors of forgotten items."""
+        rows = self.con.execute("SELECT id FROM dropped_vectors LIMIT ?", (limit,)).fetchall()
+        if rows:
+            self.con.executemany("DELETE FROM vectors WHERE id = ?", rows)
+            self.con.executemany("DELETE FROM dropped_vectors WHERE id = ?", rows)
+
+    def log_forgotten(self, records) -> None:
+        """Append dropped items: tuples ``(id, text, time, value, tier, reason, at)``, or dicts with those keys
+        (``reason`` and ``at`` may be missing from the records of an older export)."""
+        self.con.executemany(
+            _INSERT_FORGOTTEN,
+            [
+                r
+                if isinstance(r, tuple)
+                else (*(r[k] for k in _FORGOTTEN[:5]), r.get("reason", "budget"), r.get("at", r["time"]))
+                for r in records
+            ],
+        )
+
+    def log_merge(self, entry: dict) -> None:
+        self.con.execute(_INSERT_MERGE, tuple(entry[k] for k in _MERGES))
+
+    def log(self, table: str) -> list[dict]:
+        """The ``forgotten`` or ``merges`` log, oldest first."""
+        columns = _FORGOTTEN if table == "forgotten" else _MERGES
+        with self.errors():
+            rows = self.con.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY seq").fetchall()
+        return [dict(zip(columns, r)) for r in rows]
+
+
+def _item_row(items: dict, i: int) -> tuple:
+    f = items["factors"][i]
+    e = items["expires"][i]
+    return (
+        int(items["ids"][i]),
+        items["texts"][i],
+        items["roles"][i],
+        items["speakers"][i],
+        items["sessions"][i],
+        *(float(items[k][i]) for k in _SCALAR_COLUMNS),
+        None if math.isinf(e) else float(e),
+        int(bool(items["pinned"][i])),
+        int(items["tokens"][i]),
+        *map(float, f),
+    )
+
+
+__all__ = ["APPLICATION_ID", "ITEM_COLUMNS", "SCHEMA_VERSION", "SYNCHRONOUS", "StoreError", "StoreFile"]

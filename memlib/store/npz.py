@@ -1,0 +1,268 @@
+"""The ``.npz`` export of a store: one private file, written atomically, read with every field checked.
+
+:func:`write_npz` writes a store's state (see :mod:`memlib.store.state`) as numpy
+arrays plus one JSON header (no pickle). :func:`write_private` makes the write
+safe: the bytes go to an unnamed temporary file in the target's folder (Linux
+``O_TMPFILE``), are flushed to disk, and only then get a name and are renamed
+over the target. So a process killed while saving leaves the old file whole
+and no temporary file behind; the few microseconds between naming and renaming
+(and platforms without ``O_TMPFILE``, which write a named ``.tmp`` file) are
+covered by the next save or load of the same file, which removes what a dead
+process left. The file is private to its owner (mode 0600), and an error names
+the target file, never the temporary one.
+
+>>> import tempfile, pathlib
+>>> target = pathlib.Path(tempfile.mkdtemp()) / "notes.bin"
+>>> write_private(target, lambda f: f.write(b"hello"))
+>>> target.read_bytes(), oct(target.stat().st_mode & 0o777)
+(b'hello', '0o600')
+>>> write_private(target.parent, lambda f: f.write(b"x"))   # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+IsADirectoryError: [Errno 21] cannot save: Is a directory: '/tmp/...'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import json
+import os
+import secrets
+from pathlib import Path
+
+import numpy as np
+
+from memlib.store.state import DIM, check_state, fail
+
+FORMAT = "memlib.MemoryStore"
+#: Version of the ``.npz`` layout written by :func:`write_npz` (version 1 files still load).
+NPZ_VERSION = 2
+_AT_FDCWD, _AT_EMPTY_PATH = -100, 0x1000
+
+
+# --------------------------------------------------------------------------- writing files safely
+def _tmp_name(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+
+
+def remove_leftovers(path) -> list[Path]:
+    """Remove the temporary files that dead processes left beside ``path``; return them."""
+    path = Path(path)
+    gone = []
+    with contextlib.suppress(OSError):
+        for tmp in path.parent.glob(f".{path.name}.*.tmp"):
+            parts = tmp.name[len(path.name) + 2 :].split(".")
+            if len(parts) != 3 or not parts[0].isdigit() or _alive(int(parts[0])):
+                continue
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+                gone.append(tmp)
+    return gone
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
+
+
+def _link_unnamed(fd: int, target: Path) -> bool:
+    """Give the unnamed file ``fd`` the name ``target`` (False where the platform cannot)."""
+    try:
+        os.link(f"/proc/self/fd/{fd}", target)
+        return True
+    except OSError:
+        pass
+    try:  # linkat(fd, "", AT_EMPTY_PATH) needs CAP_DAC_READ_SEARCH, which root has
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.linkat(fd, b"", _AT_FDCWD, os.fsencode(target), _AT_EMPTY_PATH) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _fsync_dir(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def write_private(path, write) -> None:
+    """Write a file atomically and durably, private to its owner (mode 0600).
+
+    ``write(fileobj)`` writes the content. Errors are raised as :class:`OSError`
+    (of the matching subclass) naming ``path``.
+    """
+    path = Path(path)
+    try:
+        if path.is_dir():
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        remove_leftovers(path)
+        if not _write_unnamed(path, write):
+            _write_named(path, write)
+        _fsync_dir(path.parent)
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot save: {exc.strerror or exc}", str(path)) from None
+
+
+def _write_unnamed(path: Path, write) -> bool:
+    """Write through an unnamed ``O_TMPFILE`` file; False if the platform has none."""
+    flag = getattr(os, "O_TMPFILE", None)
+    if flag is None:
+        return False
+    try:
+        fd = os.open(path.parent, flag | os.O_WRONLY, 0o600)
+    except OSError as exc:
+        if exc.errno in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT):
+            return False
+        raise
+    with os.fdopen(fd, "wb") as f:
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
+        tmp = _tmp_name(path)
+        if not _link_unnamed(f.fileno(), tmp):
+            return False
+    try:
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    return True
+
+
+def _write_named(path: Path, write) -> None:
+    tmp = _tmp_name(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+# --------------------------------------------------------------------------- the npz layout
+def write_npz(path, state: dict, forgotten: list, merges: list) -> None:
+    """Write a store's ``state`` and logs to ``path`` (see :mod:`memlib.store.state`)."""
+    s, sess, sums, items = state["settings"], state["session"], state["sums"], state["items"]
+    header = {
+        "format": FORMAT,
+        "version": NPZ_VERSION,
+        "policy": s["policy"],
+        "policy_config": s["policy_config"],
+        "factor_set": s["factor_set"],
+        "merge_threshold": s["merge_threshold"],
+        **{k: items[k] for k in ("texts", "roles", "speakers", "sessions")},
+        "current_session": sess["current_session"],
+        "next_id": sess["next_id"],
+        "now": sess["now"],
+        "session_has_user": sess["session_has_user"],
+        "speakers_with_sums": list(sums["speakers"]),
+        "forgotten": forgotten,
+        "merges": merges,
+    }
+    speaker_sums = np.stack(list(sums["speakers"].values())) if sums["speakers"] else np.zeros((0, DIM))
+    arrays = {
+        "header": np.array(json.dumps(header)),
+        "weights": s["weights"],
+        "value_profile": np.zeros(0) if s["value_profile"] is None else s["value_profile"],
+        "user_sum": sums["user"],
+        "session_sum": sums["session"],
+        "session_all_sum": sums["session_all"],
+        "speaker_sums": speaker_sums,
+        **{k: items[k] for k in ("ids", "time", "valence", "retrievals", "last_access", "level")},
+        **{k: items[k] for k in ("expires", "pinned", "tokens", "embeddings", "factors")},
+    }
+    write_private(path, lambda f: np.savez(f, **arrays))
+
+
+def read_npz(path, merge_threshold_default: float | None) -> tuple[dict, list, list]:
+    """Read a file written by :func:`write_npz` (or a version 1 store); return ``(state, forgotten, merges)``."""
+    path = Path(path)
+    remove_leftovers(path)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except FileNotFoundError:
+        fail(path, "no such store file")
+    except IsADirectoryError:
+        fail(path, "is a folder, not a store file")
+    except Exception as exc:  # zipfile / format errors
+        fail(path, f"not a readable store file ({type(exc).__name__}: {exc})")
+    try:
+        header = json.loads(str(arrays.pop("header")))
+    except (KeyError, ValueError) as exc:
+        fail(path, f"the store header is missing or not JSON ({exc})")
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        fail(path, "not a memlib MemoryStore file")
+    version = header.get("version")
+    if version not in (1, NPZ_VERSION):
+        fail(path, f"store format version {version!r} is not one of 1, {NPZ_VERSION}")
+    need = ["weights", "time", "embeddings", "factors", "valence", "retrievals", "last_access", "level"]
+    need += ["user_sum", "speaker_sums", "session_sum", "session_all_sum", "value_profile"]
+    missing = [k for k in need if k not in arrays] + [
+        k for k in ("policy", "policy_config", "texts", "current_session", "next_id", "now") if k not in header
+    ]
+    missing += [k for k in ("session_has_user", "speakers_with_sums", "forgotten") if k not in header]
+    if missing:
+        fail(path, f"missing fields {', '.join(missing)}")
+    texts = header["texts"]
+    n = len(texts) if isinstance(texts, list) else -1
+    items = {k: header.get(k) for k in ("texts", "roles", "speakers", "sessions")}
+    items.update({k: arrays[k] for k in ("time", "valence", "retrievals", "last_access", "level")})
+    items.update(embeddings=arrays["embeddings"], factors=arrays["factors"])
+    if version == 1:
+        items["ids"] = header.get("ids")
+        items["expires"] = np.full(max(n, 0), np.inf)
+        items["pinned"] = np.zeros(max(n, 0), bool)
+        items["tokens"] = np.array([len(t.split()) if isinstance(t, str) else 0 for t in texts or []], np.int64)
+        merge_threshold, merges = merge_threshold_default, []
+    else:
+        missing = [k for k in ("ids", "expires", "pinned", "tokens") if k not in arrays]
+        missing += [k for k in ("merge_threshold", "merges") if k not in header]
+        if missing:
+            fail(path, f"missing fields {', '.join(missing)}")
+        items.update({k: arrays[k] for k in ("ids", "expires", "pinned", "tokens")})
+        merge_threshold, merges = header["merge_threshold"], header["merges"]
+    vp = arrays["value_profile"]
+    names, speaker_sums = header["speakers_with_sums"], arrays["speaker_sums"]
+    if not isinstance(names, list) or speaker_sums.ndim != 2 or len(names) != len(speaker_sums):
+        fail(path, "speakers_with_sums does not match the speaker_sums array")
+    state = {
+        "settings": {
+            "policy": header["policy"],
+            "policy_config": header["policy_config"],
+            "factor_set": header.get("factor_set", "extended"),  # stores saved before factor sets had cues
+            "weights": arrays["weights"],
+            "value_profile": vp if vp.size else None,
+            "merge_threshold": merge_threshold,
+        },
+        "session": {k: header[k] for k in ("current_session", "session_has_user", "next_id", "now")},
+        "sums": {
+            "user": arrays["user_sum"],
+            "session": arrays["session_sum"],
+            "session_all": arrays["session_all_sum"],
+            "speakers": dict(zip(names, speaker_sums)),
+        },
+        "items": items,
+    }
+    check_state(path, state)
+    for name, log in (("forgotten", header["forgotten"]), ("merges", merges)):
+        if not isinstance(log, list) or not all(isinstance(e, dict) for e in log):
+            fail(path, f"{name} must be a list of records")
+    return state, header["forgotten"], merges
