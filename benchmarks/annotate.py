@@ -9,7 +9,11 @@ Prints, for one dataset (default LoCoMo, all conversations):
     only the embedding cache warm;
   * the unique-text ratio (unique texts / turn occurrences over all cases);
 
-Run: .venv/bin/python benchmarks/annotate.py [--dataset locomo] [--limit N]
+With ``--setting fast`` the embedding stage truncates at 128 word pieces (``reference``: 256);
+``--sample N`` annotates a seeded random sample of N conversations or questions.
+The figures include the time beyond embeddings (emotion lexicon, cues, centroids) and peak memory.
+
+Run: .venv/bin/python benchmarks/annotate.py [--dataset locomo] [--sample N | --limit N] [--setting fast]
 Compare ratios within one run: this machine is shared and noisy.
 """
 
@@ -26,6 +30,9 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--dataset", default="locomo")
     p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--sample", type=int, default=None)
+    p.add_argument("--setting", default="reference", choices=["reference", "fast"])
+    p.add_argument("--device", default=None)
     args = p.parse_args()
     os.environ["MEMLIB_CACHE_DIR"] = tempfile.mkdtemp(prefix="memlib-bench-")
     from memlib import datasets, embeddings, factors
@@ -33,8 +40,11 @@ def main():
     ds = datasets.load(args.dataset)
     if args.limit:
         ds = ds.limit(args.limit)
+    if args.sample:
+        ds = ds.sample(args.sample)
     st = ds.stats()
-    model = embeddings.load_model()  # model load is not part of any throughput figure
+    length = embeddings.setting_length(args.setting)
+    model = embeddings.load_model(length, args.device)  # model load is not part of any throughput figure
     used = ds.turns["session"].isin(set().union(*ds.usable().cases["haystack"]))
     texts = [ds.texts[i] for i in np.unique(ds.turns.loc[used, "text_id"])]
     model.encode(texts[:64], batch_size=64, show_progress_bar=False)  # warm-up, same for both
@@ -43,26 +53,28 @@ def main():
     model.encode(texts, batch_size=64, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False)
     bare = time.perf_counter() - t
 
-    cache = embeddings.EmbeddingCache(tempfile.mkdtemp(prefix="memlib-bench-emb-"))
+    cache = embeddings.EmbeddingCache(tempfile.mkdtemp(prefix="memlib-bench-emb-"), max_seq_length=length)
     t = time.perf_counter()
-    embeddings.embed(texts, cache=cache, progress=False)
+    embeddings.embed(texts, max_seq_length=length, cache=cache, progress=False, device=args.device)
     embed_stage = time.perf_counter() - t
 
+    kw = {"embedding": args.setting, "device": args.device, "progress": False}
     t = time.perf_counter()
-    factors.annotate(ds, "blind", progress=False)  # empty caches: embeds, scores and stores everything
+    ann = factors.annotate(ds, "blind", **kw)  # empty caches: embeds, scores and stores everything
     cold = time.perf_counter() - t
 
     t = time.perf_counter()
-    factors.annotate(ds, "blind", progress=False)
+    factors.annotate(ds, "blind", **kw)
     warm = time.perf_counter() - t
 
     t = time.perf_counter()
-    factors.annotate(ds, "oracle", progress=False)  # embeddings warm, oracle factors computed
+    factors.annotate(ds, "oracle", **kw)  # embeddings warm, oracle factors computed
     oracle_warm_embeddings = time.perf_counter() - t
 
     n = len(texts)
     out = {
         "dataset": st["dataset"],
+        "setting": f"{args.setting} ({length} word pieces)",
         "unique_texts": n,
         "turns": st["turns"],
         "turn_occurrences": st["turn_occurrences"],
@@ -76,6 +88,8 @@ def main():
         "cold_annotate_over_bare": round(cold / bare, 3),
         "warm_seconds": round(warm, 3),
         "oracle_with_warm_embeddings_seconds": round(oracle_warm_embeddings, 2),
+        "cold_seconds_beyond_embedding": round(ann.info["seconds_beyond_embedding"], 2),
+        "peak_rss_gb": ann.info["peak_rss_gb"],
     }
     print(json.dumps(out, indent=1))
 

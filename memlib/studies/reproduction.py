@@ -1,0 +1,414 @@
+"""Chapter 08: the paper's own benchmark, LongMemEval-S, reproduced and explained.
+
+The paper's Table 3, Figure 2, Figure 3, MLP tie and mean blind weights come from
+the other studies run on ``longmemeval_s``; this module adds what a reproduction
+needs beyond them:
+
+* :func:`reading_table`: each single factor under every reasonable reading of its
+  Table 1 definition that the paper leaves open (what arousal is; whether the
+  running user centroid holds the turn itself; how ties at the cut are broken),
+  beside the paper's figure. Every reading is reported; none is picked.
+* :func:`tie_readings`: a single-factor ranking under four tie rules.
+* :func:`session_overlap`: how much test histories share sessions with training
+  histories under per-question splits, and whether connected components of
+  shared sessions allow a grouped split.
+* :func:`embedding_agreement`: the ``fast`` embedding setting against the
+  ``reference`` one on a slice: per-text cosine and Table 3 under each.
+
+>>> import numpy as np
+>>> from memlib.cases import CaseSet
+>>> cs = CaseSet.from_cases([np.eye(7)[[5, 5, 0, 0]]], [np.arange(4.0)], gold=[[1]])
+>>> tie_readings(cs, "reliability_only", keep_fraction=0.25).set_index("ties")["retention"].to_dict()
+{'random': 0.5, 'never favour gold': 0.0, 'newest first': 1.0, 'oldest first': 0.0}
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from memlib import FACTORS
+from memlib._checks import check_fraction, check_int
+from memlib.cases import CaseSet
+from memlib.metrics import RetentionEvaluator, expected_random_retention
+from memlib.scoring import SINGLE_FACTOR, policy_scores
+
+_SELF_WORDS = {
+    "earlier": "the user's earlier turns",
+    "inclusive": "earlier turns and the turn itself",
+    "history": "all the user's turns of the history",
+}
+#: Tie rules of :func:`tie_readings`.
+TIE_RULES = ("random", "never favour gold", "newest first", "oldest first")
+
+
+def _rank_with_ties_by_time(f: np.ndarray, t: np.ndarray, length: np.ndarray, newest_first: bool) -> np.ndarray:
+    """Integer scores that order each haystack by ``f``, ties broken by time (newest or oldest first)."""
+    out = np.zeros(f.shape)
+    for g in range(f.shape[0]):
+        n = int(length[g])
+        order = np.lexsort((t[g, :n] if newest_first else -t[g, :n], f[g, :n]))
+        out[g, order] = np.arange(1, n + 1)
+    return out
+
+
+def tie_readings(cases: CaseSet, policy: str, keep_fraction: float = 0.3) -> pd.DataFrame:
+    """Mean retention of a single-factor policy under each tie rule (:data:`TIE_RULES`).
+
+    ``random`` is the exact expectation over uniformly random tie orders (what
+    :func:`memlib.scoring.policy_scores` draws once per seed); ``never favour
+    gold`` is the metric's own pessimistic rule with no tie-breaking; ``newest
+    first`` and ``oldest first`` break ties by turn time.
+    """
+    keep_fraction = check_fraction("keep_fraction", keep_fraction)
+    f = cases.factors[..., FACTORS.index(SINGLE_FACTOR[policy])].astype(np.float64)
+    ev = RetentionEvaluator(cases, keep_fraction)
+    t = cases.time.astype(np.float64)
+    rows = [
+        ("random", ev.mean(f, ties="expected")),
+        ("never favour gold", ev.mean(f)),
+        ("newest first", ev.mean(_rank_with_ties_by_time(f, t, cases.length, True))),
+        ("oldest first", ev.mean(_rank_with_ties_by_time(f, t, cases.length, False))),
+    ]
+    return pd.DataFrame(rows, columns=["ties", "retention"]).assign(policy=policy)
+
+
+def reading_table(ds, keep_fraction: float = 0.3, embedding="fast", progress: bool = False) -> pd.DataFrame:
+    """Blind single-factor retention on every usable case under each reading of Table 1.
+
+    Rows: ``policy, reading, retention, default`` (whether it is memlib's
+    default reading), plus ``paper_blind`` where the dataset is the paper's. Readings:
+    arousal (structural / constant / lexical) for ``emotion_only``; the user
+    centroid over earlier turns, earlier turns and the turn, or the whole history
+    for ``self_only``; the
+    four tie rules for the provenance-only ``reliability_only`` of the paper's
+    factor set; one reading each for ``goal_only`` (session user-turn centroid)
+    and ``recency_only``. No weights are learned, so no split is needed.
+    """
+    from memlib import factors, paper
+
+    keep_fraction = check_fraction("keep_fraction", keep_fraction)
+    kw = dict(factor_set="paper", embedding=embedding, progress=progress)
+    base = factors.annotate(ds, "blind", **kw).cases
+    ev = RetentionEvaluator(base, keep_fraction)
+    rows = []
+    for arousal in factors.AROUSAL_READINGS:
+        cs = factors.annotate(ds, "blind", arousal=arousal, **kw).cases if arousal != "structural" else base
+        rows.append(
+            ("emotion_only", f"arousal: {arousal}", ev.mean(policy_scores("emotion_only", cs)), arousal == "structural")
+        )
+    for reading in factors.SELF_READINGS:
+        cs = factors.annotate(ds, "blind", self_reading=reading, **kw).cases if reading != "earlier" else base
+        rows.append(
+            (
+                "self_only",
+                f"centroid: {_SELF_WORDS[reading]}",
+                ev.mean(policy_scores("self_only", cs)),
+                reading == "earlier",
+            )
+        )
+    for _, r in tie_readings(base, "reliability_only", keep_fraction).iterrows():
+        rows.append(("reliability_only", f"ties: {r['ties']}", r["retention"], r["ties"] == "random"))
+    rows.append(("goal_only", "anchor: session user-turn centroid", ev.mean(policy_scores("goal_only", base)), True))
+    rows.append(("recency_only", "newest kept", ev.mean(policy_scores("recency_only", base)), True))
+    rows.append(("random", "expected", expected_random_retention(base, keep_fraction), True))
+    out = pd.DataFrame(rows, columns=["policy", "reading", "retention", "default"])
+    if ds.name == paper.PAPER_DATASET:
+        out["paper_blind"] = out["policy"].map(lambda p: paper.PAPER_TABLE3[p]["blind"][0])
+    return out
+
+
+def session_overlap(ds, n_splits: int = 20, seed: int = 0) -> dict:
+    """How much per-question test histories share sessions with training histories.
+
+    Sessions are matched by their id in the source file. Returns the mean share
+    of a test history's sessions that also occur in some training history, the
+    same for the test question's evidence sessions (those holding a gold turn),
+    and the number of connected components of the question graph in which two
+    questions are joined when they share a session: a grouped split exists only
+    when there are at least two.
+    """
+    from memlib.studies._common import group_splits
+
+    check_int("n_splits", n_splits, minimum=2)
+    cases = ds.usable().cases
+    label = dict(zip(ds.sessions["session"], ds.sessions["label"]))
+    gold_session = ds.turns["session"].to_numpy()
+    hay = [{label[s] for s in h} for h in cases["haystack"]]
+    evid = [{label[gold_session[g]] for g in gold} for gold in cases["gold"]]
+    share, ev_share = [], []
+    for train, test in group_splits(cases["group"].to_numpy(), n_splits, seed):
+        seen = set().union(*(hay[i] for i in train))
+        share.append(np.mean([len(hay[i] & seen) / len(hay[i]) for i in test]))
+        ev_share.append(np.mean([len(evid[i] & seen) / len(evid[i]) for i in test]))
+    return {
+        "questions": int(len(cases)),
+        "distinct_sessions": int(len(set().union(*hay))),
+        "test_sessions_seen_in_training": float(np.mean(share)),
+        "test_evidence_sessions_seen_in_training": float(np.mean(ev_share)),
+        "components": _components(hay),
+    }
+
+
+def _components(sets) -> int:
+    """Connected components of items joined when their sets share an element (union-find)."""
+    parent = list(range(len(sets)))
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    owner: dict = {}
+    for i, s in enumerate(sets):
+        for e in s:
+            if e in owner:
+                parent[find(i)] = find(owner[e])
+            else:
+                owner[e] = i
+    return len({find(i) for i in range(len(sets))})
+
+
+def embedding_agreement(ds, progress: bool = False) -> pd.DataFrame:
+    """Per-text cosine between the ``fast`` and ``reference`` embeddings of a dataset's turns, by role.
+
+    Rows: ``role, texts, mean, p5, min``. Both settings come from (or go to) the
+    embedding cache.
+    """
+    from memlib.embeddings import embed
+
+    used = ds.turns["session"].isin(set().union(*ds.usable().cases["haystack"]))
+    first = ds.turns.loc[used].drop_duplicates("text_id")
+    texts = [ds.texts[i] for i in first["text_id"]]
+    cos = np.einsum("ij,ij->i", embed(texts, "fast", progress=progress), embed(texts, "reference", progress=progress))
+    rows = []
+    for role, mask in (
+        ("all", np.ones(len(cos), bool)),
+        *((r, (first["role"] == r).to_numpy()) for r in ("user", "assistant")),
+    ):
+        if mask.any():
+            c = cos[mask]
+            rows.append(
+                {
+                    "role": role,
+                    "texts": int(mask.sum()),
+                    "mean": float(c.mean()),
+                    "p5": float(np.percentile(c, 5)),
+                    "min": float(c.min()),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+#: Bound on how far the paper's two extra usable questions (479 against our 477) can move a mean
+#: retention: each case's retention lies in [0, 1], so at most 2 / 479.
+MISSING_CASES_BOUND = 2 / 479
+
+
+def explain_gaps(
+    comparison: pd.DataFrame, readings: pd.DataFrame | None = None, threshold: float = 0.03
+) -> pd.DataFrame:
+    """For each row of ours beside the paper's, whether the gap exceeds ``threshold`` and what measures it.
+
+    ``comparison`` has ``policy, regime, ours, paper``. The explanation is
+    computed, not written: a gap within :data:`MISSING_CASES_BOUND` is covered by
+    the two questions the cleaned file lacks; a single-factor gap that some
+    reading of its definition closes (``readings`` from :func:`reading_table`)
+    names that reading; anything else is reported as not explained by what we
+    measured.
+    """
+    out = comparison.copy()
+    out["gap"] = out["ours"] - out["paper"]
+    notes = []
+    for _, r in out.iterrows():
+        if not np.isfinite(r["gap"]):
+            notes.append("")
+            continue
+        if abs(r["gap"]) <= threshold:
+            notes.append(f"within {threshold:.2f}")
+            continue
+        if abs(r["gap"]) <= MISSING_CASES_BOUND:
+            notes.append("within what the 2 missing questions can move")
+            continue
+        note = f"not explained by the 2 missing questions (at most {MISSING_CASES_BOUND:.3f})"
+        if readings is not None and r["regime"] == "blind":
+            rr = readings[readings["policy"] == r["policy"]]
+            if len(rr):
+                best = rr.iloc[(rr["retention"] - r["paper"]).abs().argmin()]
+                lo, hi = rr["retention"].min(), rr["retention"].max()
+                if lo - threshold <= r["paper"] <= hi + threshold:
+                    note += f"; the reading '{best['reading']}' gives {best['retention']:.3f}"
+                else:
+                    note += f"; no reading we tried reaches it (range {lo:.3f} to {hi:.3f})"
+        notes.append(note)
+    out["explanation"] = notes
+    return out
+
+
+#: Blind annotations that change one reading of Table 1 at a time (label, annotate options).
+VARIANTS = (
+    ("as memlib reads Table 1", {}),
+    ("arousal: constant (|valence| only)", {"arousal": "constant"}),
+    ("arousal: lexical (VADER's sentiment share)", {"arousal": "lexical"}),
+    ("self centroid: earlier turns and the turn itself", {"self_reading": "inclusive"}),
+    ("self centroid: all the user's turns of the history", {"self_reading": "history"}),
+    ("reliability: extended with our cues", {"factor_set": "extended"}),
+)
+
+
+def variant_table(
+    ds,
+    keep_fraction: float = 0.3,
+    n_splits: int = 20,
+    seed: int = 0,
+    quick: bool = False,
+    embedding="fast",
+    progress: bool = False,
+) -> pd.DataFrame:
+    """Blind learned and uniform values when one reading of Table 1 changes (:data:`VARIANTS`).
+
+    Every variant is learned and scored on the same group-aware splits; rows are
+    ``variant, policy, mean, std, n_splits``.
+    """
+    from memlib import factors
+    from memlib.studies._common import evaluate_splits, summarise
+
+    rows = []
+    for label, options in VARIANTS:
+        kw = {"factor_set": "paper", "embedding": embedding, "progress": progress, **options}
+        cases = factors.annotate(ds, "blind", **kw).cases
+        per_case, _ = evaluate_splits(
+            {"blind": cases}, keep_fraction, n_splits, seed, quick, policies=("learned_V", "uniform_V")
+        )
+        per_split = per_case.groupby(["policy", "split"], sort=False)["retention"].mean().reset_index()
+        rows.append(summarise(per_split, ["policy"]).assign(variant=label))
+    out = pd.concat(rows, ignore_index=True)
+    return out[["variant", "policy", "mean", "std", "n_splits"]]
+
+
+def paper_comparison(summary: pd.DataFrame, dataset: str) -> pd.DataFrame:
+    """Our Table 3 means beside the paper's: ``factor_set, regime, policy, mean, std, paper_mean``.
+
+    ``paper_mean`` is NaN where the paper reports nothing (or the dataset is not
+    the paper's); it is the only column that holds a figure from the paper.
+    """
+    from memlib import paper
+
+    cols = [c for c in ("factor_set", "regime", "policy", "mean", "std") if c in summary]
+    out = summary[cols].copy()
+    if dataset == paper.PAPER_DATASET:
+        out["paper_mean"] = [
+            paper.PAPER_TABLE3.get(p, {}).get(r, (np.nan,))[0] for p, r in zip(out["policy"], out["regime"])
+        ]
+    else:
+        out["paper_mean"] = np.nan
+    return out.reset_index(drop=True)
+
+
+class ReproductionResult:
+    """Everything chapter 08 shows (attributes are the tables; ``table`` is the published one)."""
+
+    def __init__(self, **parts):
+        self.__dict__.update(parts)
+
+
+def reproduce(
+    dataset="longmemeval_s",
+    keep_fraction: float = 0.3,
+    n_splits: int = 20,
+    seed: int = 0,
+    quick: bool = False,
+    sample: int | None = None,
+    embedding="fast",
+    readings: bool = True,
+    progress: bool = False,
+) -> ReproductionResult:
+    """The paper's real-data results on ``dataset``, beside the paper's, with the gaps explained.
+
+    Runs Table 3 / Figure 2 in both factor sets (:func:`~.oracle_blind.oracle_vs_blind`),
+    the MLP ablation and the keep-fraction sweep on the paper's factor set, and, with
+    ``readings``, the reading and variant tables and the session-overlap check.
+    ``table`` is the comparison of :func:`paper_comparison` with an ``explanation``
+    column from :func:`explain_gaps` (gaps over 0.03).
+    """
+    from memlib.studies._common import load_regimes
+    from memlib.studies.mlp import mlp_ablation
+    from memlib.studies.oracle_blind import oracle_vs_blind
+    from memlib.studies.sweep import keep_fraction_sweep
+
+    keep_fraction = check_fraction("keep_fraction", keep_fraction)
+    n_splits = check_int("n_splits", n_splits, minimum=2)
+    common = dict(n_splits=n_splits, seed=seed, quick=quick, sample=sample, embedding=embedding, progress=progress)
+    ob = oracle_vs_blind(dataset, keep_fraction=keep_fraction, **common)
+    mlp = mlp_ablation(dataset, keep_fraction=keep_fraction, factor_set="paper", **common)
+    sweep = keep_fraction_sweep(dataset, factor_set="paper", **common)
+    ds, _ = load_regimes(dataset, quick=quick, sample=sample, factor_set="paper", embedding=embedding)
+    usable = ds.usable()
+    read = var = overlap = None
+    if readings:
+        read = reading_table(usable, keep_fraction, embedding, progress)
+        var = variant_table(usable, keep_fraction, n_splits, seed, quick, embedding, progress)
+        overlap = session_overlap(ds, n_splits, seed)
+    comparison = paper_comparison(ob.summary, ds.name)
+    table = explain_gaps(
+        comparison.rename(columns={"mean": "ours", "paper_mean": "paper"}),
+        None if read is None else read.rename(columns={"paper_blind": "paper"}),
+    )
+    table = table.rename(columns={"ours": "mean", "paper": "paper_mean"})
+    return ReproductionResult(
+        table=table,
+        oracle_blind=ob,
+        mlp=mlp,
+        sweep=sweep,
+        readings=read,
+        variants=var,
+        overlap=overlap,
+        info={**ob.info, "dataset": ds.name},
+    )
+
+
+def embedding_check(
+    dataset="longmemeval_s",
+    sample: int = 60,
+    keep_fraction: float = 0.3,
+    n_splits: int = 20,
+    seed: int = 0,
+    quick: bool = False,
+    progress: bool = False,
+) -> ReproductionResult:
+    """The ``fast`` embedding setting against the ``reference`` one on a seeded sample of questions.
+
+    ``agreement`` is :func:`embedding_agreement` on the sample; ``table`` holds
+    Table 3 (paper factor set) under each setting: ``policy, regime, fast, reference,
+    difference``; ``same_order`` says whether the blind policies rank the same.
+    """
+    from memlib import datasets
+    from memlib.studies.oracle_blind import oracle_vs_blind
+
+    sample = check_int("sample", sample, minimum=2)
+    runs = {}
+    for setting in ("fast", "reference"):
+        r = oracle_vs_blind(
+            dataset,
+            keep_fraction=keep_fraction,
+            n_splits=n_splits,
+            seed=seed,
+            quick=quick,
+            sample=sample,
+            factor_set="paper",
+            embedding=setting,
+            progress=progress,
+        )
+        runs[setting] = r.summary.set_index(["policy", "regime"])["mean"]
+    table = pd.concat(runs, axis=1).reset_index()
+    table["difference"] = table["fast"] - table["reference"]
+    blind = table[table["regime"] == "blind"]
+    same_order = list(blind.sort_values("fast")["policy"]) == list(blind.sort_values("reference")["policy"])
+    ds = datasets.load(dataset).sample(sample, seed=0)
+    return ReproductionResult(
+        table=table,
+        agreement=embedding_agreement(ds, progress),
+        same_order=same_order,
+        info={"dataset": ds.name, "sample": sample, "cases": int(ds.cases["usable"].sum())},
+    )
