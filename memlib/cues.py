@@ -1,0 +1,416 @@
+"""A library of cheap, blind cues that refine the paper's factors.
+
+The paper fixes seven factors and learns their mixture. Each heuristic inside a
+factor (provenance, "a question asserts nothing", hedges, ...) is a choice of
+constants made by looking at data. Here every such heuristic is broken into a
+primitive *cue* that a learner can weigh, with a sign, from the retention
+objective itself.
+
+Every cue is a function of a turn and its past, never of a question:
+
+* **text cues** read the turn's own text (regular expressions; no model);
+* **turn cues** read its role, speaker and place in its session;
+* **history cues** read the sentence embeddings (:mod:`memlib.embeddings`, the
+  cache the factors use) of the turn and of earlier turns of the history;
+* **paper cues** are the paper's blind goal, self and emotion factors, read from
+  the factor annotation (:func:`memlib.factors.annotate`).
+
+*The past* of a turn is everything up to the end of its own session: the agent
+consolidates a session when it ends, the horizon at which the paper's blind
+goal anchor (the session's user centroid) exists too. Only ``age`` reads the
+end of the history, the moment the keep/drop decision is taken; the paper's
+recency factor reads the same.
+
+:data:`CUES` lists every cue with its *group* (the unit of the ablation), the
+paper factor it refines (its cognitive grounding) and what it computes.
+:func:`compute_cues` returns a :class:`CueTable` aligned with a factor
+annotation's :class:`~memlib.cases.CaseSet`: values of shape ``(G, N, K)``.
+:meth:`CueTable.calibrated` maps each cue to its percentile rank within its
+history, so that weights on different cues are comparable.
+
+>>> [c.name for c in CUES][:4]
+['is_user', 'opens_session', 'is_question', 'hedge']
+>>> text_cues(["I moved to Lisbon on 3 May 2023.", "Maybe later?"]).astype(float).round(2).tolist()[1]
+[1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.1]
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from memlib import FACTORS
+from memlib._checks import ParameterError
+
+
+@dataclass(frozen=True)
+class Cue:
+    """One cue: its name, ablation group, the paper factor it refines, and what it computes."""
+
+    name: str
+    group: str
+    factor: str
+    description: str
+
+
+#: Every cue, in column order. ``factor`` names the paper factor (Table 1) the cue refines, or
+#: ``recency (eq. 3)`` for the time and position cues, which belong to the forgetting dynamics.
+CUES: tuple[Cue, ...] = (
+    Cue("is_user", "provenance", "reliability", "1 for a user's turn, 0 for an assistant's (user-stated first)"),
+    Cue(
+        "opens_session",
+        "provenance",
+        "reliability",
+        "1 if the turn's speaker is the one who opened its session (person-person chat: who started talking)",
+    ),
+    Cue("is_question", "assertion", "reliability", "1 if the turn ends with a question mark: it asks, asserts nothing"),
+    Cue("hedge", "assertion", "reliability", "1 if the turn hedges (maybe, I think, not sure, ...)"),
+    Cue(
+        "first_person",
+        "assertion",
+        "self_relevance",
+        "1 if the turn is a first-person statement (I, my, we, ...; not a question)",
+    ),
+    Cue("numbers", "density", "task_utility", "log(1 + count of numbers)"),
+    Cue("dates", "density", "task_utility", "log(1 + count of dates and times: month and day names, 10:30, 2023, ...)"),
+    Cue("names", "density", "task_utility", "log(1 + count of capitalised words that do not open a sentence)"),
+    Cue("length", "density", "task_utility", "log(1 + length in white-space tokens)"),
+    Cue(
+        "novelty",
+        "novelty",
+        "task_utility",
+        "1 - max cosine to the earlier turns of the history (surprise; 1 for the first turn)",
+    ),
+    Cue("redundancy", "novelty", "task_utility", "max cosine to the other turns of its session (0 when alone)"),
+    Cue("first_in_session", "position", "recency (eq. 3)", "1 for the first turn of its session"),
+    Cue("position_in_session", "position", "recency (eq. 3)", "turn index / (session turns - 1): 0 first, 1 last"),
+    Cue("age", "time", "recency (eq. 3)", "log(1 + days from the turn to the end of its history)"),
+    Cue("goal", "paper", "goal_relevance", "the paper's blind goal relevance (cosine to its session's user centroid)"),
+    Cue("self", "paper", "self_relevance", "the paper's self relevance (cosine to the user's earlier turns)"),
+    Cue("emotion", "paper", "emotional_intensity", "the paper's emotional intensity (|VADER valence| x arousal)"),
+)
+CUE_NAMES = tuple(c.name for c in CUES)
+#: Ablation groups in column order.
+CUE_GROUPS = tuple(dict.fromkeys(c.group for c in CUES))
+#: Cue groups that can reflect how a benchmark placed its evidence rather than what a turn says.
+POSITION_GROUP = "position"
+#: Columns of the text cues, as :func:`text_cues` returns them.
+TEXT_CUES = ("is_question", "hedge", "first_person", "numbers", "dates", "names", "length")
+_PAPER_COLUMNS = {"goal": FACTORS.index("goal_relevance"), "self": FACTORS.index("self_relevance"), "emotion": 0}
+
+# The hedge and first-person lexicons are those of memlib.factors.reliability (the extended factor set).
+_HEDGE_WORDS = frozenset({"maybe", "might", "perhaps", "probably", "possibly"})
+_HEDGE_PHRASE = re.compile(r"\b(?:i think|i guess|i suppose|not sure|i believe|kind of|sort of|i'?m not certain)\b")
+_FIRST_WORDS = frozenset({"i", "i'm", "i've", "i'd", "i'll", "my", "mine", "me", "we", "our", "we're", "we've"})
+# Month and day names count when capitalised (so the verb "may" and the word "march" do not).
+_CAPITAL_DATES = frozenset(
+    "January February March April May June July August September October November December "
+    "Jan Feb Mar Apr Jun Jul Aug Sep Sept Oct Nov Dec "
+    "Monday Tuesday Wednesday Thursday Friday Saturday Sunday".split()
+)
+# relative dates, read on the lower-cased text
+_RELATIVE_DATE = re.compile(
+    r"\b(?:yesterday|today|tomorrow|tonight|weekend)\b"
+    r"|\b(?:last|next|this) (?:week|month|year|summer|winter|spring|fall|autumn)\b"
+)
+_WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
+_NUMBER = re.compile(r"\d+(?:[.,:/]\d+)*")
+# clock times (10:30), years (1990-2039) and numeric dates (3/14, 3/14/2023)
+_NUMERIC_DATE = re.compile(r"\b\d{1,2}:\d{2}\b|\b(?:19\d{2}|20[0-3]\d)\b|\b\d{1,2}/\d{1,2}(?:/\d{2,4})?\b")
+# a capitalised word that follows a letter, digit or comma and a space (so not the first word of a sentence)
+_NAME = re.compile(r"(?<=[\w,;] )[A-Z][a-z]+")
+
+
+def _text_cue_row(text: str) -> tuple:
+    words = _WORD.findall(text)
+    low = text.lower()
+    lowset = {w.lower() for w in words}
+    question = text.rstrip().endswith("?")
+    hedge = not lowset.isdisjoint(_HEDGE_WORDS) or _HEDGE_PHRASE.search(low) is not None
+    first = not question and not lowset.isdisjoint(_FIRST_WORDS)
+    dates = (
+        sum(map(_CAPITAL_DATES.__contains__, words))
+        + len(_RELATIVE_DATE.findall(low))
+        + len(_NUMERIC_DATE.findall(text))
+    )
+    return question, hedge, first, len(_NUMBER.findall(text)), dates, len(_NAME.findall(text)), len(text.split())
+
+
+def text_cues(texts) -> np.ndarray:
+    """The text cues (:data:`TEXT_CUES`) of each text, shape (n, 7), float32.
+
+    One pass per text: a word tokenisation, set look-ups for the lexicons, and three
+    case-sensitive regular expressions (numbers, numeric dates, capitalised names).
+    Hedges and first person are binary; counts are ``log(1 + count)``.
+
+    >>> text_cues(["Maybe.", "My sister Ana visits on Friday at 10:30!"]).astype(float).round(2).tolist()[1]
+    [0.0, 0.0, 1.0, 0.69, 1.1, 1.1, 2.2]
+    """
+    rows = np.array([_text_cue_row(str(t)) for t in texts], dtype=np.float64).reshape(-1, len(TEXT_CUES))
+    rows[:, 3:] = np.log1p(rows[:, 3:])
+    return rows.astype(np.float32)
+
+
+def novelty(E: np.ndarray) -> np.ndarray:
+    """``1 - max cosine`` of each unit row of ``E`` to the rows before it (1 for the first row).
+
+    >>> E = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]], np.float32)
+    >>> novelty(E).tolist()
+    [1.0, 0.0, 1.0]
+    """
+    n = len(E)
+    out = np.ones(n, np.float32)
+    if n > 1:
+        S = E @ E.T
+        S[np.triu_indices(n)] = -np.inf
+        out[1:] = 1.0 - np.clip(S[1:].max(axis=1), -1.0, 1.0)
+    return out
+
+
+def redundancy(E: np.ndarray, session: np.ndarray) -> np.ndarray:
+    """Max cosine of each unit row of ``E`` to the other rows of its session (0 when alone).
+
+    >>> E = np.array([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0]], np.float32)
+    >>> redundancy(E, np.array([0, 0, 1])).astype(float).round(2).tolist()
+    [0.6, 0.6, 0.0]
+    """
+    n = len(E)
+    S = E @ E.T
+    same = session[:, None] == session[None, :]
+    S[~same | np.eye(n, dtype=bool)] = -np.inf
+    m = S.max(axis=1) if n else np.zeros(0, np.float32)
+    return np.where(np.isfinite(m), m, 0.0).astype(np.float32)
+
+
+@dataclass
+class CueTable:
+    """Cue values of every turn of every history, aligned with a :class:`~memlib.cases.CaseSet`.
+
+    Attributes
+    ----------
+    values : ndarray, shape (G, N, K), float32
+        Cue ``k`` of the turn at position ``n`` of history ``g``; padding is 0.
+    names : tuple of str
+        The ``K`` cue names (a subset of :data:`CUE_NAMES`, in its order).
+    length : ndarray, shape (G,)
+        Real turns per history.
+    calibrated_ : bool
+        Whether values are percentile ranks within each history.
+    seconds : dict
+        Seconds spent per cue kind (``text``, ``turn``, ``history``, ``paper``) when computed.
+    n_turns : int
+        Turn occurrences the computation covered (for costs per 1,000 turns).
+    """
+
+    values: np.ndarray
+    names: tuple
+    length: np.ndarray
+    calibrated_: bool = False
+    seconds: dict = field(default_factory=dict)
+    n_turns: int = 0
+
+    def __post_init__(self):
+        if self.values.ndim != 3 or self.values.shape[2] != len(self.names):
+            raise ParameterError("cue values must be (G, N, K) with one name per column")
+
+    @property
+    def valid(self) -> np.ndarray:
+        """(G, N) mask of real turns."""
+        return np.arange(self.values.shape[1])[None, :] < self.length[:, None]
+
+    def select(self, names=None, drop_groups=()) -> CueTable:
+        """The table restricted to ``names`` (default: all) minus every cue of ``drop_groups``."""
+        names = self.names if names is None else tuple(names)
+        unknown = set(names) - set(self.names)
+        if unknown:
+            raise ParameterError(f"unknown cues: {', '.join(sorted(unknown))}")
+        bad = set(drop_groups) - set(CUE_GROUPS)
+        if bad:
+            raise ParameterError(f"unknown cue groups: {', '.join(sorted(bad))}")
+        group = {c.name: c.group for c in CUES}
+        keep = [n for n in names if group[n] not in drop_groups]
+        idx = [self.names.index(n) for n in keep]
+        return CueTable(self.values[..., idx], tuple(keep), self.length, self.calibrated_, self.seconds, self.n_turns)
+
+    def subset(self, haystacks) -> CueTable:
+        """The histories at the given indices, padded to their longest (as :meth:`CaseSet.subset`)."""
+        haystacks = np.asarray(haystacks, dtype=np.int64)
+        length = self.length[haystacks]
+        N = int(length.max()) if len(length) else 0
+        return CueTable(
+            np.ascontiguousarray(self.values[haystacks, :N]),
+            self.names,
+            length,
+            self.calibrated_,
+            self.seconds,
+            self.n_turns,
+        )
+
+    def calibrated(self) -> CueTable:
+        """Each cue as its percentile rank within its history, in [0, 1] (ties share their mean rank).
+
+        A constant cue maps to 0.5. Padding stays 0.
+
+        >>> t = CueTable(np.array([[[3.0], [1.0], [1.0], [0.0]]], np.float32), ("length",), np.array([3]))
+        >>> t.calibrated().values[0, :, 0].tolist()
+        [1.0, 0.25, 0.25, 0.0]
+        """
+        from scipy.stats import rankdata
+
+        out = np.zeros_like(self.values)
+        for g, n in enumerate(self.length):
+            if n == 1:
+                out[g, 0] = 0.5
+            elif n > 1:
+                out[g, :n] = (rankdata(self.values[g, :n], axis=0) - 1.0) / (n - 1)
+        return CueTable(out, self.names, self.length, True, self.seconds, self.n_turns)
+
+    def cost_table(self) -> pd.DataFrame:
+        """The cue table: group, the factor it refines, description and milliseconds per 1,000 turns.
+
+        The cost of a kind of cue (text, turn, history, paper) is shared equally by its cues;
+        the paper cues cost what reading them from the annotation costs (their own cost is the
+        annotation's).
+        """
+        kind = _kinds()
+        per = {k: sum(1 for c in CUES if kind[c.name] == k) for k in set(kind.values())}
+        rows = []
+        for c in CUES:
+            if c.name not in self.names:
+                continue
+            sec = self.seconds.get(kind[c.name], np.nan) / per[kind[c.name]]
+            rows.append(
+                {
+                    "cue": c.name,
+                    "group": c.group,
+                    "refines": c.factor,
+                    "kind": kind[c.name],
+                    "what": c.description,
+                    "ms_per_1000_turns": 1e6 * sec / max(self.n_turns, 1),
+                }
+            )
+        return pd.DataFrame(rows)
+
+
+def _kinds() -> dict:
+    kind = {n: "text" for n in TEXT_CUES}
+    kind.update({n: "turn" for n in ("is_user", "opens_session", "first_in_session", "position_in_session", "age")})
+    kind.update({n: "history" for n in ("novelty", "redundancy")})
+    kind.update({n: "paper" for n in _PAPER_COLUMNS})
+    return kind
+
+
+def compute_cues(ds, annotation, embedding: str = "fast", progress: bool = False) -> CueTable:
+    """Every cue of :data:`CUES` for every history of a blind factor annotation.
+
+    Parameters
+    ----------
+    ds : memlib.datasets.Dataset
+        The dataset that was annotated.
+    annotation : memlib.factors.Annotation
+        Its **blind** annotation (the paper cues are read from it; the oracle one reads the question).
+    embedding : {'fast', 'reference'}
+        The embedding setting of the history cues (served from the cache the annotation filled).
+    progress : bool
+        Show the embedding progress bar when texts are missing from the cache.
+
+    Returns
+    -------
+    CueTable
+        Aligned with ``annotation.cases``: history ``g``, position ``n`` is row
+        ``annotation.turn_rows[g, n]`` of ``ds.turns``.
+    """
+    from memlib.embeddings import embed
+
+    if annotation.regime != "blind":
+        raise ParameterError(f"cues are blind: pass the blind annotation, not the {annotation.regime!r} one")
+    cs = annotation.cases
+    rows_gn = annotation.turn_rows
+    G, N = rows_gn.shape
+    valid = rows_gn >= 0
+    turns = ds.turns
+    seconds = {}
+
+    t0 = time.perf_counter()
+    used_rows = np.unique(rows_gn[valid])
+    text_ids = turns["text_id"].to_numpy()
+    used_texts = np.unique(text_ids[used_rows])
+    T = np.zeros((len(ds.texts), len(TEXT_CUES)), np.float32)
+    T[used_texts] = text_cues([ds.texts[i] for i in used_texts])
+    seconds["text"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    role = (turns["role"].to_numpy() == "user").astype(np.float32)
+    sess_code, _ = pd.factorize(turns["session"])
+    turn_idx = turns["turn"].to_numpy()
+    sizes = np.bincount(sess_code)
+    n_sess = sizes[sess_code]
+    opener = turns.groupby(sess_code, sort=False)["speaker"].transform("first").to_numpy()
+    opens = (turns["speaker"].to_numpy() == opener).astype(np.float32)
+    first_in = (turn_idx == 0).astype(np.float32)
+    pos_in = np.where(n_sess > 1, turn_idx / np.maximum(n_sess - 1, 1), 0.0).astype(np.float32)
+    last_t = np.array([cs.time[g, n - 1] if n else 0.0 for g, n in enumerate(cs.length)])
+    age = np.where(valid, np.log1p(np.maximum(last_t[:, None] - cs.time, 0.0)), 0.0)
+    seconds["turn"] = time.perf_counter() - t0
+
+    t_embed = time.perf_counter()
+    E_text = np.zeros((len(ds.texts), 384), np.float32)
+    E_text[used_texts] = embed([ds.texts[i] for i in used_texts], max_seq_length=embedding, progress=progress)
+    t0 = time.perf_counter()
+    seconds["embeddings_from_cache"] = t0 - t_embed
+    nov = np.zeros((G, N), np.float32)
+    red = np.zeros((G, N), np.float32)
+    for g in range(G):
+        n = int(cs.length[g])
+        r = rows_gn[g, :n]
+        E = E_text[text_ids[r]]
+        nov[g, :n] = novelty(E)
+        red[g, :n] = redundancy(E, sess_code[r])
+    seconds["history"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    rr = np.where(valid, rows_gn, 0)
+    cols = {
+        "is_user": role[rr],
+        "opens_session": opens[rr],
+        **{name: T[text_ids[rr], j] for j, name in enumerate(TEXT_CUES)},
+        "novelty": nov,
+        "redundancy": red,
+        "first_in_session": first_in[rr],
+        "position_in_session": pos_in[rr],
+        "age": age,
+        **{name: cs.factors[..., j] for name, j in _PAPER_COLUMNS.items()},
+    }
+    V = np.stack([cols[name] for name in CUE_NAMES], axis=-1).astype(np.float32)
+    V[~valid] = 0.0
+    seconds["paper"] = time.perf_counter() - t0
+    return CueTable(V, CUE_NAMES, cs.length.copy(), False, seconds, int(cs.length.sum()))
+
+
+def cue_table(seconds: dict | None = None, n_turns: int = 0) -> pd.DataFrame:
+    """The documented cue list (:data:`CUES`) as a table, with costs when ``seconds`` are given.
+
+    >>> cue_table().groupby("group", sort=False).size().to_dict()["density"]
+    4
+    """
+    return CueTable(
+        np.zeros((0, 0, len(CUES)), np.float32), CUE_NAMES, np.zeros(0, np.int64), False, seconds or {}, n_turns
+    ).cost_table()
+
+
+__all__ = [
+    "CUES",
+    "CUE_GROUPS",
+    "CUE_NAMES",
+    "Cue",
+    "CueTable",
+    "compute_cues",
+    "cue_table",
+    "novelty",
+    "redundancy",
+    "text_cues",
+]
