@@ -3,8 +3,8 @@
 import numpy as np
 import pandas as pd
 import pytest
-from fixtures import longmemeval_records, write_longmemeval
 
+from fixtures import longmemeval_records, write_longmemeval
 from memlib import datasets as D
 from memlib.cases import CaseSet
 from memlib.studies import reproduction as R
@@ -30,11 +30,21 @@ def test_tie_rules_differ_only_on_ties():
 
 
 def test_explain_gaps_is_computed_from_the_measurements():
-    comparison = pd.DataFrame({"policy": ["self_only", "emotion_only", "goal_only", "learned_V"],
-                               "regime": ["blind"] * 4, "ours": [0.40, 0.06, 0.29, 0.55],
-                               "paper": [0.518, 0.201, 0.286, 0.770]})
-    readings = pd.DataFrame({"policy": ["self_only", "self_only", "emotion_only"],
-                             "reading": ["a", "b", "c"], "retention": [0.40, 0.52, 0.07]})
+    comparison = pd.DataFrame(
+        {
+            "policy": ["self_only", "emotion_only", "goal_only", "learned_V"],
+            "regime": ["blind"] * 4,
+            "ours": [0.40, 0.06, 0.29, 0.55],
+            "paper": [0.518, 0.201, 0.286, 0.770],
+        }
+    )
+    readings = pd.DataFrame(
+        {
+            "policy": ["self_only", "self_only", "emotion_only"],
+            "reading": ["a", "b", "c"],
+            "retention": [0.40, 0.52, 0.07],
+        }
+    )
     out = R.explain_gaps(comparison, readings).set_index("policy")
     assert out.loc["goal_only", "explanation"] == "within 0.03"
     assert "the reading 'b' gives 0.520" in out.loc["self_only", "explanation"]
@@ -44,8 +54,15 @@ def test_explain_gaps_is_computed_from_the_measurements():
 
 
 def test_paper_figures_reach_only_the_paper_column():
-    summary = pd.DataFrame({"factor_set": ["paper"] * 2, "regime": ["blind", "oracle"],
-                            "policy": ["learned_V", "recency_only"], "mean": [0.1, 0.2], "std": [0.0, 0.0]})
+    summary = pd.DataFrame(
+        {
+            "factor_set": ["paper"] * 2,
+            "regime": ["blind", "oracle"],
+            "policy": ["learned_V", "recency_only"],
+            "mean": [0.1, 0.2],
+            "std": [0.0, 0.0],
+        }
+    )
     ours = R.paper_comparison(summary, "longmemeval_s")
     assert ours["mean"].tolist() == [0.1, 0.2] and ours["paper_mean"].iloc[0] == 0.770
     assert np.isnan(ours["paper_mean"].iloc[1])  # the paper has no oracle recency row
@@ -66,8 +83,7 @@ def test_reading_and_variant_tables_on_the_fixture(tmp_path, monkeypatch):
     monkeypatch.setenv("MEMLIB_CACHE_DIR", str(tmp_path / "cache"))
     ds = D.load(str(write_longmemeval(tmp_path / "lme.json"))).usable()
     rt = R.reading_table(ds, keep_fraction=0.5)
-    assert set(rt["policy"]) == {"emotion_only", "self_only", "reliability_only", "goal_only", "recency_only",
-                                 "random"}
+    assert set(rt["policy"]) == {"emotion_only", "self_only", "reliability_only", "goal_only", "recency_only", "random"}
     assert rt.groupby("policy")["default"].sum().eq(1).all()  # one default reading per policy
     assert rt["retention"].between(0, 1).all() and "paper_blind" not in rt  # not the paper's dataset
     vt = R.variant_table(ds, keep_fraction=0.5, n_splits=2, quick=True)

@@ -49,6 +49,18 @@ def test_encode_decode_round_trips_exactly(tmp_path):
     assert back.table["mean"].iloc[0] == r.table["mean"].iloc[0]  # bit for bit, not to 15 digits
     assert isinstance(back.extra["learning"], LearnResult) and isinstance(back.extra["info"]["tiers"], tuple)
     assert list(tmp_path.iterdir()) == [tmp_path / "r.npz"]  # no temporary file left behind
+    for text in (pd.Series([None, None], dtype=object), pd.Series(["a", None], dtype="str"), pd.Series([], dtype=str)):
+        one = Result(pd.DataFrame({"t": text}))
+        _cache.save(tmp_path / "t.npz", one)
+        assert _cache.same(one, _cache.load(tmp_path / "t.npz"))
+
+
+def test_a_study_folder_keeps_the_latest_results_only(tmp_path):
+    for i in range(_cache.MAX_ENTRIES + 3):
+        _cache.save(tmp_path / f"{i:02d}.npz", Result(pd.DataFrame({"i": [i]})))
+        os.utime(tmp_path / f"{i:02d}.npz", ns=(i, i))
+    _cache.prune(tmp_path)
+    assert sorted(p.stem for p in tmp_path.glob("*.npz")) == [f"{i:02d}" for i in range(3, _cache.MAX_ENTRIES + 3)]
 
 
 def test_same_tells_results_apart():

@@ -10,14 +10,14 @@ A result is stored under a key that hashes three things:
   (``progress`` is left out: it changes nothing but the terminal).
 
 A change to any of them gives a new key, so a stale result is never served. A
-result is written atomically (:func:`memlib.embeddings.atomic_savez`: a temporary
-file, then a rename), as one ``.npz`` file of plain arrays plus a JSON manifest;
-nothing is pickled. A result is cached only if it reads back equal to what was
+result is written atomically (as :func:`memlib.embeddings.atomic_savez`: a temporary
+file, then a rename), as one compressed ``.npz`` file of plain arrays plus a JSON
+manifest; nothing is pickled. A result is cached only if it reads back equal to what was
 computed, so a study whose result holds something this module cannot store
 (an arbitrary object) simply runs uncached.
 
-The cache lives in ``memlib.embeddings.cache_root() / "results"``;
-``MEMLIB_RESULT_CACHE=0`` turns it off.
+The cache lives in ``memlib.embeddings.cache_root() / "results"``, at most
+:data:`MAX_ENTRIES` results per study; ``MEMLIB_RESULT_CACHE=0`` turns it off.
 
 >>> import numpy as np, pandas as pd
 >>> from dataclasses import dataclass
@@ -40,6 +40,7 @@ import importlib
 import inspect
 import json
 import os
+import tempfile
 import warnings
 from dataclasses import fields, is_dataclass
 from pathlib import Path
@@ -51,8 +52,10 @@ import pandas as pd
 IGNORED_PARAMETERS = ("progress",)
 #: Libraries whose version is part of the code version.
 LIBRARIES = ("numpy", "pandas", "torch", "sentence-transformers", "transformers", "scikit-learn", "scipy", "cma")
+#: Results kept per study; older ones (earlier code versions, other parameters) are deleted.
+MAX_ENTRIES = 12
 #: The manifest's format; bump it when :func:`encode` changes.
-FORMAT = 1
+FORMAT = 2
 
 
 class Uncacheable(TypeError):
@@ -109,12 +112,20 @@ def data_fingerprint(dataset) -> dict:
 
 def key(name: str, func, args: tuple, kwargs: dict) -> str:
     """The cache key of ``func(*args, **kwargs)`` run as study ``name``."""
-    bound = inspect.signature(func).bind(*args, **kwargs)
+    try:
+        bound = inspect.signature(func).bind(*args, **kwargs)
+    except TypeError as exc:  # the call itself reports a bad argument
+        raise Uncacheable(str(exc)) from None
     bound.apply_defaults()
     params = {k: v for k, v in bound.arguments.items() if k not in IGNORED_PARAMETERS}
     spec = {"study": name, "code": code_version(), "params": params}
     if "dataset" in params:
-        spec["data"] = data_fingerprint(params["dataset"])
+        try:
+            spec["data"] = data_fingerprint(params["dataset"])
+        except Uncacheable:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a missing or unreadable file: the study reports it
+            raise Uncacheable(f"dataset {params['dataset']!r}: {exc}") from None
     try:
         text = json.dumps(spec, sort_keys=True, default=_plain)
     except TypeError as exc:
@@ -166,20 +177,42 @@ def cached(name: str, func):
 
 
 def save(path, result) -> None:
-    """Write ``result`` to ``path`` atomically; :class:`Uncacheable` if it would not read back equal."""
-    from memlib.embeddings import atomic_savez
+    """Write ``result`` to ``path`` atomically; :class:`Uncacheable` if it would not read back equal.
 
+    As :func:`memlib.embeddings.atomic_savez`, but compressed: a temporary file in the same folder,
+    flushed to disk, then renamed into place, so a reader sees the whole file or none.
+    """
     manifest, arrays = encode(result)
     if not same(result, decode(manifest, arrays)):
         raise Uncacheable("the result does not read back equal")
-    atomic_savez(path, __manifest__=np.array(json.dumps(manifest)), **arrays)
+    manifest_bytes = np.frombuffer(json.dumps(manifest).encode(), dtype=np.uint8)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez_compressed(f, __manifest__=manifest_bytes, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    prune(path.parent)
+
+
+def prune(study_folder, keep: int = MAX_ENTRIES) -> None:
+    """Delete all but the ``keep`` most recently written results of one study (old code versions)."""
+    entries = sorted(Path(study_folder).glob("*.npz"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    for old in entries[keep:]:
+        old.unlink(missing_ok=True)
 
 
 def load(path):
     """Read a result written by :func:`save`."""
     with np.load(path, allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
-    manifest = json.loads(str(arrays.pop("__manifest__")))
+    manifest = json.loads(arrays.pop("__manifest__").tobytes().decode())
     return decode(manifest, arrays)
 
 
@@ -199,16 +232,19 @@ def encode(value) -> tuple[dict, dict]:
 
     def column(values) -> dict:
         values = pd.Series(values)
-        if (
-            isinstance(values.dtype, pd.CategoricalDtype)
-            or str(values.dtype) not in _PLAIN_DTYPES
-            and (values.dtype.kind not in "biufcmM")
-        ):
-            items = values.tolist()
-            if not all(v is None or isinstance(v, str | bool | int | float) for v in items):
-                raise Uncacheable(f"column of dtype {values.dtype} holding {type(items[0]).__name__}")
-            return {"json": items, "dtype": str(values.dtype)}
-        return {"array": put(values.to_numpy()), "dtype": str(values.dtype)}
+        dtype = str(values.dtype)
+        if values.dtype.kind in "biufcmM" and not isinstance(values.dtype, pd.CategoricalDtype):
+            return {"array": put(values.to_numpy()), "dtype": dtype}
+        items = values.tolist()
+        if all(isinstance(v, str) for v in items) or (
+            dtype == "str" and all(isinstance(v, str) or v is None or v != v for v in items)
+        ):  # text: one code per row and the distinct strings once (tables repeat their labels)
+            codes, uniques = pd.factorize(values, use_na_sentinel=True)
+            uniques = np.asarray(uniques, dtype=str)
+            return {"codes": put(codes.astype(np.int32)), "uniques": put(uniques), "dtype": dtype}
+        if not all(v is None or isinstance(v, str | bool | int | float) for v in items):
+            raise Uncacheable(f"column of dtype {dtype} holding {type(items[0]).__name__}")
+        return {"json": items, "dtype": dtype}
 
     def walk(v):
         if v is None or isinstance(v, bool | str):
@@ -246,17 +282,21 @@ def encode(value) -> tuple[dict, dict]:
     return {"format": FORMAT, "value": walk(value)}, arrays
 
 
-_PLAIN_DTYPES = ("bool", "int64", "int32", "float64", "float32")
-
-
 def decode(manifest: dict, arrays: dict, classes: dict | None = None):
     """Rebuild the value :func:`encode` split; ``classes`` maps qualified names to classes (tests)."""
     if manifest.get("format") != FORMAT:
         raise ValueError(f"cache format {manifest.get('format')}, expected {FORMAT}")
 
     def column(c) -> pd.Series:
+        dtype = c["dtype"] if c["dtype"] != "object" else object
+        if "codes" in c:
+            codes = arrays[c["codes"]]
+            values = np.full(len(codes), None, dtype=object)
+            known = codes >= 0
+            values[known] = arrays[c["uniques"]].astype(object)[codes[known]]
+            return pd.Series(values, dtype=dtype)
         if "json" in c:
-            return pd.Series(c["json"], dtype=c["dtype"] if c["dtype"] != "object" else object)
+            return pd.Series(c["json"], dtype=dtype)
         return pd.Series(arrays[c["array"]], dtype=c["dtype"])
 
     def walk(v):
