@@ -623,14 +623,15 @@ def load_longmemeval(path, name: str | None = None) -> Dataset:
                     )
                 items.append((t["role"], t["role"], t["content"]))
                 flags.append(flag)
-            key, first = b.session(str(ids[k]), start, items)
-            if key in position:
+            same = (str(ids[k]), parsed[k], json.dumps(items))  # the very same session, before any shift
+            if same in position:
                 _fail(
                     path,
                     f"{where} haystack_session_ids[{k}]",
-                    f"session {str(ids[k])!r} repeats haystack_session_ids[{position[key]}] (same date and turns)",
+                    f"session {str(ids[k])!r} repeats haystack_session_ids[{position[same]}] (same date and turns)",
                 )
-            position[key] = k
+            position[same] = k
+            key, first = b.session(str(ids[k]), start, items)
             haystack.append(key)
             gold.extend(first + j for j, f in enumerate(flags) if f)
         rows.append((qid, rec["question"], str(rec["question_type"]), tuple(haystack), tuple(sorted(set(gold))), qid))

@@ -30,7 +30,7 @@ from memlib._checks import ParameterError, check_choice, check_fraction, check_i
 from memlib.cases import CaseSet
 from memlib.learning import hill_climb
 from memlib.metrics import RetentionEvaluator, retrieval_metrics
-from memlib.store import MemoryStore, Policy, ValuePolicy, make_policy, valence
+from memlib.store import MERGE_THRESHOLD, MemoryStore, Policy, ValuePolicy, make_policy, valence
 from memlib.studies._common import learner_settings, load_regimes
 
 #: Policies of the streaming comparison: the names of :data:`memlib.store.POLICIES`, plus
@@ -93,6 +93,7 @@ def replay(
     emotion: np.ndarray,
     stats: dict | None = None,
     factor_set: str = "paper",
+    merge_threshold: float | None = None,
 ) -> MemoryStore:
     """Replay one history into a fresh store, consolidating to ``budget`` items at each session end.
 
@@ -112,14 +113,16 @@ def replay(
         ``stats["peak_items"]`` is raised to the largest store size seen at a session end.
     factor_set : {'paper', 'extended'}
         The store's reliability (:class:`~memlib.store.MemoryStore`).
+    merge_threshold : float, optional
+        The store's near-duplicate merging; off by default, so that every policy,
+        the baselines included, stores the same turns.
 
     Returns
     -------
     MemoryStore
         The store after the last session.
     """
-    # no near-duplicate merging: every policy, baselines included, stores the same turns
-    st = MemoryStore(weights=weights, policy=policy, factor_set=factor_set, merge_threshold=None)
+    st = MemoryStore(weights=weights, policy=policy, factor_set=factor_set, merge_threshold=merge_threshold)
     ts = history["time"].to_numpy()
     roles, speakers = history["role"].to_numpy(), history["speaker"].to_numpy()
     texts, sess = history["text"].to_numpy(), history["session"].to_numpy()
@@ -403,8 +406,14 @@ def store_demo(dataset="locomo", budget: float = 0.3, beta: float = 1.0, quick: 
     texts = ds.turns["text"].to_numpy()[rows].tolist()
     E = np.asarray(embed(texts, "fast", progress=False), dtype=np.float32)
     count = budget_count(budget, len(rows))
-    store = replay(
-        history_frame(ds, rows), learned.weights, ValuePolicy(beta=beta), count, E, emotional_intensity(texts)
+    store = replay(  # the demo store keeps the store's own defaults, near-duplicate merging included
+        history_frame(ds, rows),
+        learned.weights,
+        ValuePolicy(beta=beta),
+        count,
+        E,
+        emotional_intensity(texts),
+        merge_threshold=MERGE_THRESHOLD,
     )
     questions = usable.cases[usable.cases["group"] == first]
     pos = {r: i for i, r in enumerate(rows)}
