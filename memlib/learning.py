@@ -104,11 +104,26 @@ def hill_climb(
 
     rng = np.random.default_rng(seed)
     idx = np.flatnonzero(live)
+
+    def start(restart):
+        w = np.zeros(len(FACTORS))
+        w[idx] = 1.0 if restart == 0 else rng.uniform(0.0, 2.0, size=len(idx))
+        return w
+
+    return _climb(objective, start, idx, n_iter, sigma0, gamma, restarts, rng, lower=0.0)
+
+
+def _climb(objective, start, idx, n_iter, sigma0, gamma, restarts, rng, lower=None) -> LearnResult:
+    """Algorithm 1's loop, shared by :func:`hill_climb` and :func:`hill_climb_signed`.
+
+    Each restart begins at ``start(restart)``; each step perturbs a random half of
+    the weights at ``idx`` (clipped below at ``lower`` unless it is None) and keeps
+    the step when the objective strictly improves; ``sigma`` anneals by ``gamma``.
+    """
     best_w, best_r = None, -np.inf
     histories, finals, n_eval = [], [], 0
     for restart in range(restarts):
-        w = np.zeros(len(FACTORS))
-        w[idx] = 1.0 if restart == 0 else rng.uniform(0.0, 2.0, size=len(idx))
+        w = start(restart)
         r_star = float(objective(w))
         n_eval += 1
         sigma = sigma0
@@ -119,7 +134,8 @@ def hill_climb(
             step = rng.normal(0.0, sigma, size=len(idx))
             if flip.any():
                 w_new = w.copy()
-                w_new[idx[flip]] = np.maximum(0.0, w[idx[flip]] + step[flip])
+                moved = w[idx[flip]] + step[flip]
+                w_new[idx[flip]] = moved if lower is None else np.maximum(lower, moved)
                 r_new = float(objective(w_new))
                 n_eval += 1
                 if r_new > r_star:
@@ -376,32 +392,11 @@ def hill_climb_signed(
     scale = np.max(np.abs(w0)) if np.any(w0) else 1.0
     w0 = w0 / scale if np.any(w0) else np.ones_like(w0)
     rng = np.random.default_rng(seed)
-    best_w, best_r = None, -np.inf
-    histories, finals, n_eval = [], [], 0
-    for restart in range(restarts):
-        w = w0.copy() if restart == 0 else w0 + rng.normal(0.0, sigma0, size=len(w0))
-        r_star = float(objective(w))
-        n_eval += 1
-        sigma = sigma0
-        hist = np.empty(n_iter + 1)
-        hist[0] = r_star
-        for t in range(1, n_iter + 1):
-            flip = rng.random(len(w)) < 0.5
-            step = rng.normal(0.0, sigma, size=len(w))
-            if flip.any():
-                w_new = w.copy()
-                w_new[flip] += step[flip]
-                r_new = float(objective(w_new))
-                n_eval += 1
-                if r_new > r_star:
-                    w, r_star = w_new, r_new
-            hist[t] = r_star
-            sigma *= gamma
-        histories.append(hist)
-        finals.append(r_star)
-        if r_star > best_r:
-            best_w, best_r = w, r_star
-    return LearnResult(best_w, best_r, histories, finals, n_eval)
+
+    def start(restart):
+        return w0.copy() if restart == 0 else w0 + rng.normal(0.0, sigma0, size=len(w0))
+
+    return _climb(objective, start, np.arange(len(w0)), n_iter, sigma0, gamma, restarts, rng)
 
 
 def cma_es_signed(objective, w0, max_evals: int = N_ITER * RESTARTS, sigma0: float = SIGMA0, seed: int = 0):
