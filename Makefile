@@ -25,13 +25,18 @@ $(STAMP): requirements.txt pyproject.toml
 	touch $@
 
 # `make` is the quick main job: the paper study (LongMemEval-S) runs on a random sample of
-# PAPER_SAMPLE questions. `make paper` runs it, and the book's chapter 08, on all of them.
+# PAPER_SAMPLE questions, and the defaults study (LoCoMo and LongMemEval-S, chapter 06) on
+# DEFAULTS_SAMPLE of each dataset's conversations or questions. `make paper` runs both, and the
+# book's chapters 06 and 08, on all of them.
 PAPER_SAMPLE := 8
+DEFAULTS_SAMPLE := 100
 ifeq ($(PAPER),1)
 export MEMLIB_PAPER := 1
 PAPER_ARGS :=
+DEFAULTS_ARGS :=
 else
 PAPER_ARGS := --sample $(PAPER_SAMPLE)
+DEFAULTS_ARGS := --sample $(DEFAULTS_SAMPLE)
 endif
 
 .PHONY: all install studies book test clean lab lint paper
@@ -47,6 +52,7 @@ studies: install
 	for study in $$studies; do \
 	  echo "study $$study"; \
 	  args=""; if [ "$$study" = paper ]; then args="$(PAPER_ARGS)"; fi; \
+	  if [ "$$study" = defaults ]; then args="$(DEFAULTS_ARGS)"; fi; \
 	  $(PY) -m memlib study $$study $$args --json > results/$$study.json.tmp && mv results/$$study.json.tmp results/$$study.json || exit 1; \
 	done
 

@@ -20,8 +20,25 @@ repeated runs, in milliseconds unless marked, against its target:
 in-memory stores from cached embeddings, consolidating at every session end, and
 reports how large the store gets against its budget.
 
+``--agent`` instead times the store as an agent loop uses it (issue 13), with the
+store's own embedder (the model at the ``fast`` setting, no disk cache), on 1,000
+user-like turns: LoCoMo's first turns in order when ``MEMLIB_DATA_DIR`` is set,
+else synthetic short sentences. It prints JSON figures:
+
+* ``warm_up_s`` (``MemoryStore.warm_up()`` in a fresh process: model and VADER
+  loading) and ``first_add_after_warm_up_ms``;
+* ``bare_encode_s``: the model's ``encode`` on the texts alone (batch 64, after
+  the warm-up) against ``add_many_s``, all the turns by ``MemoryStore.add_many``
+  into a fresh in-memory store; each the median of ``--agent-repeat`` interleaved
+  rounds, and ``add_many_over_bare``, their ratio (target: at most 1.2);
+* ``single_add_p50_ms`` and ``p90``: one ``MemoryStore.add`` at a time,
+  the first call excluded, and the same for the old default embedding path
+  (``memlib.embeddings.embed`` through an on-disk cache at 256 word pieces, in a
+  fresh temporary cache) for comparison.
+
 Run: .venv/bin/python benchmarks/store.py [--items 100000] [--repeat 200]
      .venv/bin/python benchmarks/store.py --replay [--dataset locomo] [--budget 0.3]
+     .venv/bin/python benchmarks/store.py --agent [--turns 1000] [--agent-repeat 3]
 """
 
 import argparse
@@ -191,6 +208,104 @@ def speed_table(n_big: int, n_mid: int, repeat: int, folder: Path) -> list[dict]
     return rows
 
 
+SUBJECTS = ["I", "My sister", "My dog", "We", "My boss", "Our neighbour", "Ana"]
+VERBS = ["went to", "talked about", "really enjoyed", "couldn't stand", "planned", "finally booked", "forgot"]
+OBJECTS = [
+    "the farmers market",
+    "a trip to Lyon in May",
+    "peanut butter cookies",
+    "the new job at the bank",
+    "the yoga class on Tuesdays",
+    "the concert on Friday night",
+    "that old film with the dancing robot",
+]
+ENDINGS = ["yesterday.", "last weekend!", "again today.", "- it was great.", "but I'm not sure about it.", "?"]
+
+
+def user_turns(n: int) -> tuple[list[dict], str]:
+    """``n`` user-like turns as :meth:`MemoryStore.add_many` takes them, and where they came from.
+
+    LoCoMo's first ``n`` turns in order (text, speaker, session) when ``MEMLIB_DATA_DIR``
+    is set, else short synthetic sentences; times advance by a minute and a half per turn.
+    """
+    if os.environ.get("MEMLIB_DATA_DIR"):
+        from memlib import datasets
+
+        t = datasets.load("locomo").turns.head(n)
+        rows = zip(t["text"], t["speaker"], t["session"])
+        out = [{"text": x, "time": i / 1000, "speaker": sp, "session": se} for i, (x, sp, se) in enumerate(rows)]
+        if len(out) == n:
+            return out, "locomo"
+    rng = np.random.default_rng(13)
+    parts = (SUBJECTS, VERBS, OBJECTS, ENDINGS)
+    texts = [" ".join(str(rng.choice(p)) for p in parts).replace(" ?", "?") for _ in range(n)]
+    return [{"text": x, "time": i / 1000, "session": f"s{i // 20}"} for i, x in enumerate(texts)], "synthetic"
+
+
+def agent(n: int, repeat: int, singles: int, old_singles: int) -> dict:
+    """The store in an agent loop: warm-up, first add, add_many against the bare model, single adds."""
+    import sys
+
+    from memlib.embeddings import SETTINGS, EmbeddingCache, embed, load_model
+    from memlib.store import MemoryStore
+
+    turns, source = user_turns(n)
+    texts = [t["text"] for t in turns]
+    out = {"turns": n, "source": source, "mean_words": round(float(np.mean([len(x.split()) for x in texts])), 1)}
+    assert "sentence_transformers" not in sys.modules, "the model must not be loaded before the warm-up"
+    out["warm_up_s"] = round(MemoryStore.warm_up(), 3)
+    st = MemoryStore()
+    t0 = time.perf_counter()
+    st.add(texts[0], time=0.0)
+    out["first_add_after_warm_up_ms"] = round(1e3 * (time.perf_counter() - t0), 2)
+
+    import torch
+
+    model = load_model(SETTINGS["fast"])
+    kw = {"batch_size": 64, "convert_to_numpy": True, "normalize_embeddings": True, "show_progress_bar": False}
+    bare, batch = [], []
+    for _ in range(repeat):  # interleaved, so that a change of load hits both alike
+        t0 = time.perf_counter()
+        model.encode(texts, **kw)
+        bare.append(time.perf_counter() - t0)
+        st = MemoryStore()
+        t0 = time.perf_counter()
+        ids = st.add_many(turns)
+        batch.append(time.perf_counter() - t0)
+    out["bare_encode_s"] = round(statistics.median(bare), 3)
+    out["add_many_s"] = round(statistics.median(batch), 3)
+    out["add_many_over_bare"] = round(statistics.median(batch) / statistics.median(bare), 3)
+    out["add_many_over_bare_per_round"] = [round(b / a, 3) for a, b in zip(bare, batch)]
+    out["target_ratio"] = 1.2
+    out["meets"] = bool(out["add_many_over_bare"] <= 1.2)
+    out["add_many_items_kept"] = len(st)
+    out["add_many_merged"] = len(ids) - len(st)
+
+    def single_adds(store, count):
+        samples = []
+        for turn in turns[: count + 1]:
+            t0 = time.perf_counter()
+            store.add(**turn)
+            samples.append(1e3 * (time.perf_counter() - t0))
+        return samples[1:]  # the first call excluded
+
+    s = single_adds(MemoryStore(), singles)
+    out["single_add_p50_ms"] = round(statistics.median(s), 2)
+    out["single_add_p90_ms"] = round(float(np.percentile(s, 90)), 2)
+    out["single_add_n"] = len(s)
+    with tempfile.TemporaryDirectory() as folder:
+        cache = EmbeddingCache(folder, max_seq_length=256)
+        s = single_adds(MemoryStore(embedder=lambda t: embed(t, cache=cache, progress=False)), old_singles)
+    out["old_path_single_add_p50_ms"] = round(statistics.median(s), 2)
+    out["old_path_single_add_p90_ms"] = round(float(np.percentile(s, 90)), 2)
+    out["old_path_single_add_n"] = len(s)
+    out["torch_threads"] = torch.get_num_threads()
+    out["cores"] = os.cpu_count()
+    out["load_average"] = [round(x, 2) for x in os.getloadavg()]
+    out["OMP_WAIT_POLICY"] = os.environ.get("OMP_WAIT_POLICY")
+    return out
+
+
 def print_table(rows: list[dict]) -> None:
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"{os.cpu_count()} cores, load average {load} (other processes slow every figure alike)")
@@ -281,9 +396,17 @@ def main():
     p.add_argument("--replay", action="store_true", help="replay a dataset instead of the speed table")
     p.add_argument("--dataset", default="locomo")
     p.add_argument("--budget", type=float, default=0.3)
+    p.add_argument("--agent", action="store_true", help="time the store in an agent loop instead (issue 13)")
+    p.add_argument("--turns", type=int, default=1000, help="turns of --agent")
+    p.add_argument("--agent-repeat", type=int, default=3, help="rounds of bare encoding and add_many")
+    p.add_argument("--singles", type=int, default=100, help="timed single adds (after a first, untimed one)")
+    p.add_argument("--old-singles", type=int, default=30, help="the same through the old cached embedding path")
     args = p.parse_args()
     if args.replay:
         print(json.dumps(replay(args.dataset, args.budget), indent=1))
+        return
+    if args.agent:
+        print(json.dumps(agent(args.turns, args.agent_repeat, args.singles, args.old_singles), indent=1))
         return
     with tempfile.TemporaryDirectory() as folder:
         rows = speed_table(args.items, args.mid, args.repeat, Path(folder))

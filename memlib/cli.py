@@ -67,6 +67,32 @@ def _run_study(args) -> pd.DataFrame:
     return study.run_table(**kw)
 
 
+def _defaults(args) -> int:
+    """Measure the defaults (held out), choose them on all histories, print and optionally write them."""
+    import os
+    import tempfile
+
+    from memlib.studies import defaults
+
+    hs = [defaults.load_history(d, quick=args.quick, sample=args.sample) for d in defaults.DATASETS]
+    measured = defaults.defaults_study_on(hs, quick=args.quick)
+    chosen = defaults.choose_defaults(hs, measured=measured)
+    if args.json:
+        print(_table_to_json(measured.headline))
+    else:
+        print(measured.headline.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+        print(json.dumps(chosen["policy"]), chosen["value_model"])
+    if args.write:
+        path = Path(args.write)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:  # written whole, then moved into place
+            fh.write(json.dumps(chosen, indent=1) + "\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+        print(f"wrote {args.write}", file=sys.stderr)
+    return 0
+
+
 def _annotate(args) -> int:
     import time
 
@@ -193,6 +219,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     w.add_argument("--out", default="results/sweeps", help="folder for executed notebooks and the table")
 
+    d = sub.add_parser(
+        "defaults", help="measure the store's defaults on held-out histories and write memlib/defaults.json"
+    )
+    d.add_argument(
+        "--write",
+        nargs="?",
+        const="memlib/defaults.json",
+        default=None,
+        metavar="PATH",
+        help="write the defaults file (default path: memlib/defaults.json)",
+    )
+    d.add_argument("--quick", action="store_true", help="three conversations / questions per dataset")
+    d.add_argument("--sample", type=int, default=None, help="a seeded sample of N histories per dataset")
+    d.add_argument("--json", action="store_true", help="print the held-out headline as JSON")
+
     b = sub.add_parser("book", help="build the book, or check a built book loads no remote script")
     b.add_argument("action", choices=["build", "check"])
     b.add_argument("html_dir", nargs="?", default="_build/html", help="check: the built HTML folder")
@@ -237,6 +278,8 @@ def main(argv=None) -> int:
                 print(f"memlib: error: no HTML pages under {args.html_dir}", file=sys.stderr)
                 return 2
             return 1 if bad else 0
+        if args.command == "defaults":
+            return _defaults(args)
         if args.command == "study" and args.list:
             print("\n".join(STUDIES))
             return 0

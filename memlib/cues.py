@@ -101,6 +101,12 @@ POSITION_GROUP = "position"
 #: Columns of the text cues, as :func:`text_cues` returns them.
 TEXT_CUES = ("is_question", "hedge", "first_person", "numbers", "dates", "names", "length")
 _PAPER_COLUMNS = {"goal": FACTORS.index("goal_relevance"), "self": FACTORS.index("self_relevance"), "emotion": 0}
+#: The cues a live store computes for every item (:func:`store_cues`): each is a function of the
+#: item's own text, its role and the store's paper factors, so a store reopened from its file
+#: computes the same values. The history cues (novelty, redundancy) would need the turns a store has
+#: already forgotten, and the position and time cues describe where a benchmark put its evidence or
+#: the moment of the decision, so they are left out (see :mod:`memlib.studies.defaults`).
+STORE_CUES = ("is_user", *TEXT_CUES, "goal", "self", "emotion")
 
 # The hedge and first-person lexicons are those of memlib.factors.reliability (the extended factor set).
 _HEDGE_WORDS = frozenset({"maybe", "might", "perhaps", "probably", "possibly"})
@@ -389,6 +395,28 @@ def compute_cues(ds, annotation, embedding: str = "fast", progress: bool = False
     V[~valid] = 0.0
     seconds["paper"] = time.perf_counter() - t0
     return CueTable(V, CUE_NAMES, cs.length.copy(), False, seconds, int(cs.length.sum()))
+
+
+def store_cues(texts, roles, factors) -> np.ndarray:
+    """The :data:`STORE_CUES` of items with these texts, roles and (n, 7) paper factors, shape (n, 11).
+
+    The same definitions as :func:`compute_cues`: ``is_user`` from the role, the text cues
+    from :func:`text_cues`, and the paper's goal, self and emotion factors from ``factors``
+    (columns of :data:`memlib.FACTORS`).
+
+    >>> F = np.zeros((1, 7)); F[0, 1], F[0, 3] = 0.9, 0.6
+    >>> store_cues(["My sister Ana visits on Friday."], ["user"], F).round(2).tolist()
+    [[1.0, 0.0, 0.0, 1.0, 0.0, 0.69, 1.1, 1.95, 0.9, 0.6, 0.0]]
+    """
+    factors = np.asarray(factors, dtype=np.float64).reshape(-1, len(FACTORS))
+    n = len(factors)
+    if len(texts) != n or len(roles) != n:
+        raise ParameterError(
+            f"store_cues needs one text and one role per factor row ({n}), got {len(texts)}, {len(roles)}"
+        )
+    user = np.array([r == "user" for r in roles], dtype=np.float64).reshape(n, 1)
+    paper = factors[:, [_PAPER_COLUMNS[k] for k in ("goal", "self", "emotion")]]
+    return np.hstack([user, text_cues(texts).astype(np.float64).reshape(n, len(TEXT_CUES)), paper])
 
 
 def cue_table(seconds: dict | None = None, n_turns: int = 0) -> pd.DataFrame:

@@ -15,6 +15,10 @@ reference embedding: 0.96 on average over LongMemEval-S texts; see
 ``benchmarks/embedding_settings.py``). Both embed texts longest first in
 batches of similar length, so little compute goes to padding.
 
+:func:`embed` goes through the cache (for datasets, embedded once and reused);
+:func:`encode` calls the model directly (for a memory store in an agent loop,
+where hashing and shard writes would cost more than the texts themselves).
+
 >>> cache = EmbeddingCache(tempfile.mkdtemp(), model_tag="test", max_seq_length=8)
 >>> cache.put(["a"], np.ones((1, 4), np.float32))
 >>> cache.get(["a", "b"])[1].tolist()
@@ -315,6 +319,60 @@ def load_model(max_seq_length: int = 256, device: str | None = None):
         model.max_seq_length = max_seq_length
         _MODELS[key] = model
     return _MODELS[key]
+
+
+def encode(texts, setting="fast", device: str | None = None, batch_size: int = 64) -> np.ndarray:
+    """Unit-norm embeddings of ``texts`` straight from the model: no disk cache, no progress bar.
+
+    The encoder of :class:`memlib.store.MemoryStore`, made for an agent loop: the
+    shared model (:func:`load_model`, loaded on the first call and kept) encodes
+    the texts in one call, and nothing is hashed or written to disk. Use
+    :func:`embed` instead to embed a dataset once and reuse the vectors.
+
+    Parameters
+    ----------
+    texts : sequence of str
+    setting : {'fast', 'reference'} or int
+        Word pieces kept per text (:data:`SETTINGS`). ``fast`` (128, the default)
+        is the setting the studies annotate at, so the store's embeddings match
+        the ones its factor weights were learned on.
+    device : {'cpu', 'cuda', 'mps'}, optional
+        Defaults to :func:`default_device`.
+    batch_size : int
+        Texts per forward pass.
+
+    Returns
+    -------
+    ndarray, shape (n, 384), float32
+        One unit row per text, in the order given.
+
+    Examples
+    --------
+    >>> E = encode(["I am allergic to peanuts.", "Peanuts make me ill.", "The train leaves at nine."])
+    >>> E.shape, E.dtype
+    ((3, 384), dtype('float32'))
+    >>> bool(E[0] @ E[1] > E[0] @ E[2])   # the two sentences about peanuts are the closest pair
+    True
+    """
+    check_int("batch_size", batch_size, minimum=1)
+    max_seq_length = setting_length(setting)
+    texts = list(texts)
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            from memlib._checks import ParameterError
+
+            raise ParameterError(f"texts must be strings, got {type(t).__name__} at position {i}")
+    if not texts:
+        return np.zeros((0, DIM), np.float32)
+    model = load_model(max_seq_length, device)
+    out = model.encode(
+        texts,
+        batch_size=batch_size,
+        convert_to_numpy=True,
+        normalize_embeddings=True,
+        show_progress_bar=False,
+    )
+    return np.asarray(out, dtype=np.float32)
 
 
 def embed(

@@ -469,3 +469,58 @@ def fit_gbm_ranker(X, length, target, seed: int = 0, max_iter: int = 200):
         return model.decision_function(Xq.reshape(-1, K)).reshape(Xq.shape[:-1])
 
     return score
+
+
+def fit_cue_value(parts, interactions: bool = False, l2: float = 1e-3, info: dict | None = None):
+    """A :class:`memlib.value.CueValue` learned by the pairwise surrogate, each dataset weighing the same.
+
+    Parameters
+    ----------
+    parts : list of (X, length, target)
+        One entry per dataset: store cues ``X`` of shape (G, N, 11) (:data:`memlib.cues.STORE_CUES`,
+        padding rows ignored), real turns per history, and the retention mass of each turn
+        (:func:`retention_mass`). Each dataset's mass is scaled to sum to 1, so a corpus of 477
+        histories and one of 10 count alike.
+    interactions : bool
+        Also learn a weight for each cue times ``is_user``.
+    l2 : float
+        Ridge penalty of :func:`fit_pairwise_logistic`.
+
+    Returns
+    -------
+    CueValue
+        With ``quantiles`` of its value over the training turns (the mean of each dataset's
+        percentiles, so again each dataset counts alike).
+
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.random((30, 20, 11))
+    >>> target = (X[..., 7] > 0.8).astype(float)   # the longer turns carry the evidence
+    >>> cv = fit_cue_value([(X, np.full(30, 20), target)])
+    >>> cv.feature_names[int(np.argmax(cv.weights))]
+    'length'
+    """
+    from memlib.value import CueValue
+
+    if not parts:
+        raise ParameterError("fit_cue_value needs at least one dataset")
+    probe = CueValue(np.zeros(11 + (10 if interactions else 0)), interactions)
+    feats, lengths, targets = [], [], []
+    N = max(int(np.asarray(X).shape[1]) for X, _, _ in parts)
+    for j, (X, length, target) in enumerate(parts):
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 3 or X.shape[2] != len(probe.cues):
+            raise ParameterError(f"dataset {j}: store cues must have shape (G, N, {len(probe.cues)}), got {X.shape}")
+        G, n = X.shape[:2]
+        F = probe.features(X.reshape(-1, X.shape[2])).reshape(G, n, -1)
+        t = np.asarray(target, dtype=np.float64)
+        if t.sum() <= 0:
+            raise ParameterError(f"dataset {j}: no turn carries retention mass")
+        feats.append(np.pad(F, ((0, 0), (0, N - n), (0, 0))))
+        targets.append(np.pad(t / t.sum(), ((0, 0), (0, N - n))))
+        lengths.append(np.asarray(length))
+    w = fit_pairwise_logistic(np.concatenate(feats), np.concatenate(lengths), np.concatenate(targets), l2=l2)
+    qs = []
+    for F, length in zip(feats, lengths):
+        valid = np.arange(N)[None, :] < length[:, None]
+        qs.append(np.percentile(F[valid] @ w, np.arange(101)))
+    return CueValue(w, interactions, np.maximum.accumulate(np.mean(qs, axis=0)), info)

@@ -171,3 +171,143 @@ def learned_weights(result_or_json_path, regime: str = "blind", factor_set: str 
             "re-run `python -m memlib study oracle-blind --json`, whose table carries them"
         )
     return check_weights(values)
+
+
+# --------------------------------------------------------------------------- a value over cues
+
+
+def _interaction_names(cues) -> tuple:
+    return tuple(f"user*{c}" for c in cues if c != "is_user")
+
+
+class CueValue:
+    """A learned linear value over the cues a store computes (:data:`memlib.cues.STORE_CUES`).
+
+    The paper's value is ``V = f @ w`` over seven factors in [0, 1] with non-negative
+    weights. The value here is the same kind of object over more, signed, features: the
+    store cues, and with ``interactions`` also each cue times ``is_user`` (a user's
+    first-person statement and an assistant's can then weigh differently). It is learned
+    from the retention objective (:func:`memlib.learning.fit_cue_value`), not set by hand.
+
+    ``quantiles`` are 101 values of ``V`` (0th to 100th percentile) over the turns it was
+    learned on; :meth:`normalise` maps a value to its place in that distribution, a ``V-bar``
+    in [0, 1] that the encoding tiers and the retrieval mix read as they read the paper's
+    ``V / sum(w)``.
+
+    >>> from memlib.cues import STORE_CUES
+    >>> w = np.zeros(len(STORE_CUES)); w[STORE_CUES.index("length")] = 1.0
+    >>> cv = CueValue(w, quantiles=np.linspace(0.0, 4.0, 101))
+    >>> X = np.zeros((2, len(STORE_CUES))); X[:, STORE_CUES.index("length")] = [1.0, 3.0]
+    >>> cv(X).tolist(), cv.normalise(cv(X)).round(2).tolist()
+    ([1.0, 3.0], [0.25, 0.75])
+    >>> CueValue.from_dict(cv.to_dict())(X).tolist()
+    [1.0, 3.0]
+    """
+
+    def __init__(self, weights, interactions: bool = False, quantiles=None, info: dict | None = None):
+        from memlib.cues import STORE_CUES
+
+        self.cues = STORE_CUES
+        self.interactions = bool(interactions)
+        names = self.cues + (_interaction_names(self.cues) if self.interactions else ())
+        self.feature_names = names
+        w = np.asarray(weights, dtype=np.float64).reshape(-1)
+        if w.shape != (len(names),) or not np.all(np.isfinite(w)):
+            raise ParameterError(
+                f"a cue value needs {len(names)} finite weights ({', '.join(names)}), got shape {np.shape(weights)}"
+            )
+        self.weights = w
+        q = np.linspace(-1.0, 1.0, 101) if quantiles is None else np.asarray(quantiles, dtype=np.float64)
+        if q.shape != (101,) or not np.all(np.isfinite(q)) or np.any(np.diff(q) < 0):
+            raise ParameterError("quantiles must be 101 finite, non-decreasing values (0th to 100th percentile)")
+        self.quantiles = q
+        self.info = dict(info or {})
+
+    def features(self, X) -> np.ndarray:
+        """The features of store cues ``X`` (n, 11): the cues, then with ``interactions`` each times ``is_user``."""
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != len(self.cues):
+            raise ParameterError(f"store cues must have shape (n, {len(self.cues)}), got {X.shape}")
+        if not self.interactions:
+            return X
+        return np.hstack([X, X[:, :1] * X[:, 1:]])
+
+    def contributions(self, X) -> np.ndarray:
+        """``features * weights``, shape (n, features): the terms that sum to each value."""
+        return self.features(X) * self.weights
+
+    def __call__(self, X) -> np.ndarray:
+        """The value of each row of store cues ``X``."""
+        return self.features(X) @ self.weights
+
+    def normalise(self, v) -> np.ndarray:
+        """``V-bar`` in [0, 1]: the share of the training turns whose value lies below ``v`` (interpolated)."""
+        q = self.quantiles + np.arange(101) * 1e-12  # strictly increasing for the interpolation
+        return np.interp(np.asarray(v, dtype=np.float64), q, np.linspace(0.0, 1.0, 101))
+
+    def to_dict(self) -> dict:
+        return {
+            "kind": "cue_value",
+            "cues": list(self.cues),
+            "interactions": self.interactions,
+            "weights": self.weights.tolist(),
+            "quantiles": self.quantiles.tolist(),
+            "info": self.info,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict, source: str = "the cue value") -> CueValue:
+        """Rebuild a value from :meth:`to_dict`; an error names ``source`` and what is wrong."""
+        from memlib.cues import STORE_CUES
+
+        if not isinstance(d, dict) or d.get("kind") != "cue_value":
+            raise ParameterError(f"{source}: not a cue value (expected a dict with kind 'cue_value')")
+        if tuple(d.get("cues", ())) != STORE_CUES:
+            raise ParameterError(f"{source}: its cues {d.get('cues')} are not this memlib's {list(STORE_CUES)}")
+        try:
+            return cls(d["weights"], d.get("interactions", False), d.get("quantiles"), d.get("info"))
+        except KeyError as exc:
+            raise ParameterError(f"{source}: missing {exc}") from None
+        except ParameterError as exc:
+            raise ParameterError(f"{source}: {exc}") from None
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, CueValue) and self.to_dict() == other.to_dict()
+
+    def __repr__(self) -> str:
+        top = np.argsort(-np.abs(self.weights))[:3]
+        lead = ", ".join(f"{self.feature_names[i]} {self.weights[i]:+.2f}" for i in top)
+        return f"CueValue({len(self.weights)} weights; largest: {lead})"
+
+
+#: The defaults a store uses (:func:`load_defaults`), written by ``python -m memlib defaults``.
+DEFAULTS_PATH = os.path.join(os.path.dirname(__file__), "defaults.json")
+
+
+def load_defaults(path=None) -> dict:
+    """The measured defaults: ``{"policy": {...}, "value": CueValue, "measured": {...}, ...}``.
+
+    ``policy`` holds the forgetting rule and the retrieval mix of :class:`memlib.store.ValuePolicy`;
+    ``value`` the default value of :class:`memlib.store.MemoryStore`. Both were chosen by
+    :func:`memlib.studies.defaults.choose_defaults` on the training halves of LoCoMo and
+    LongMemEval-S; ``measured`` holds their held-out numbers.
+    """
+    path = DEFAULTS_PATH if path is None else os.fspath(path)
+    if path == DEFAULTS_PATH and _DEFAULTS:
+        return _DEFAULTS[0]
+    try:
+        with open(path, encoding="utf-8") as fh:
+            d = json.load(fh)
+    except FileNotFoundError:
+        raise ParameterError(f"{path}: no defaults file; write one with `python -m memlib defaults --write`") from None
+    except json.JSONDecodeError as exc:
+        raise ParameterError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(d, dict) or d.get("format") != "memlib-defaults" or "policy" not in d or "value" not in d:
+        raise ParameterError(f"{path}: not a memlib defaults file (format, policy and value expected)")
+    out = dict(d, value=CueValue.from_dict(d["value"], source=f"{path}: value"))
+    if path == DEFAULTS_PATH:
+        _DEFAULTS.append(out)
+    return out
+
+
+_DEFAULTS: list = []

@@ -75,7 +75,7 @@ BOOKKEEPING = re.compile(r"^\s*(?:glue\(|emit_results\(|import |from \S+ import 
 
 
 #: Chapters being reworked in parallel (issue 10, part 3): drop a name here once its chapter passes.
-PENDING = {"06_memory_store", "08_longmemeval", "09_cues"}
+PENDING: set = set()
 
 
 @pytest.mark.parametrize(

@@ -56,11 +56,32 @@ def test_save_load_round_trips_exactly(tmp_path):
 
 
 def test_store_stays_within_budget_and_forgets_by_eq3():
-    st, _ = filled_store()
+    from memlib.forgetting import forget_score
+
+    st, rng = filled_store(policy=make_policy("paper"))
     assert len(st) == 6
     assert len(st.forgotten) == 3 * 4 - 6
-    # the dropped items had the highest forget scores at their consolidation
-    assert all(item["time"] < 14 for item in st.forgotten)
+    for i in range(4):  # one more session, then check the drop against eq. 3 computed by hand
+        st.add(f"late {i}", role="user", time=30 + i / 100, session="s9", embedding=unit(rng))
+    now = 30.5
+    f = st.to_frame()
+    scores = forget_score(now - f["time"], f["retrievals"], st.values(), beta=1.0)
+    expected = f["id"].to_numpy()[np.argsort(-scores, kind="stable")[:4]]
+    assert sorted(st.consolidate(6, now=now)) == sorted(expected.tolist())
+    # the newest session has age ~0, so eq. 3 never drops it: the paper's rule, measured in chapter 06
+    assert {"late 0", "late 1", "late 2", "late 3"} <= {item["text"] for item in st.items()}
+
+
+def test_default_policy_drops_the_lowest_value_first():
+    st, rng = filled_store()  # the measured default: drop by value (memlib/defaults.json)
+    assert st.policy.keep_top_value
+    before = st.to_frame()
+    for i in range(4):
+        st.add(f"late {i}", role="user", time=30 + i / 100, session="s9", embedding=unit(rng))
+    dry = st.consolidate(6, dry_run=True)  # values as the consolidation fixes the session's goal
+    dropped = st.consolidate(6)
+    assert sorted(r["id"] for r in dry) == dropped and len(dropped) == 4 and len(before) == 6
+    assert max(r["value"] for r in dry) <= min(st.values())
 
 
 def test_retrieval_counts_make_usage_history_live():
@@ -77,7 +98,7 @@ def test_retrieval_counts_make_usage_history_live():
 def test_value_resists_forgetting_with_large_beta():
     rng = np.random.default_rng(1)
     for beta, survivor in ((0.0, "new"), (50.0, "old")):
-        st = MemoryStore(weights=np.array([0, 0, 0, 0, 1.0, 0, 0]), policy=ValuePolicy(beta=beta))
+        st = MemoryStore(weights=np.array([0, 0, 0, 0, 1.0, 0, 0]), policy=ValuePolicy(beta=beta, keep_top_value=False))
         st.add("old", time=0.0, embedding=unit(rng), task_utility=1.0)
         st.add("new", time=5.0, embedding=unit(rng), task_utility=0.0)
         st.consolidate(1, now=10.0)

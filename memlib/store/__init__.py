@@ -23,7 +23,7 @@ from memlib.store.baselines import (
     UnboundedRAGPolicy,
 )
 from memlib.store.memory import MERGE_THRESHOLD, MemoryStore, count_tokens, to_days, valence
-from memlib.store.policies import POLICIES, ValuePolicy, make_policy
+from memlib.store.policies import POLICIES, PaperPolicy, ValuePolicy, make_policy
 from memlib.store.protocol import Policy
 from memlib.store.state import StoreError
 
@@ -34,6 +34,7 @@ __all__ = [
     "GenerativeAgentsPolicy",
     "MemoryBankPolicy",
     "MemoryStore",
+    "PaperPolicy",
     "Policy",
     "RecencyPolicy",
     "StoreError",

@@ -11,7 +11,7 @@ Tables (``PRAGMA application_id`` is :data:`APPLICATION_ID`, ``user_version`` is
 
 * ``meta(key, value)``: the settings and session scalars, one JSON value per key
   (``format, version, policy, policy_config, factor_set, weights, value_profile,
-  merge_threshold, current_session, session_has_user, next_id, now``);
+  merge_threshold, value, current_session, session_has_user, next_id, now``);
 * ``sums(name, vector)``: the running sums behind the centroids as float64 blobs
   (``user``, ``session``, ``session_all``, ``speaker:<name>``);
 * ``items``: one row per retained item, its factors as one column each
@@ -256,7 +256,8 @@ class StoreFile:
             items = self._read_items()
         return {
             "settings": {k: meta[k] for k in ("policy", "policy_config", "factor_set", "weights")}
-            | {"value_profile": meta["value_profile"], "merge_threshold": meta["merge_threshold"]},
+            | {"value_profile": meta["value_profile"], "merge_threshold": meta["merge_threshold"]}
+            | {"value": meta.get("value")},  # absent in files written before cue values: the paper's V
             "session": {k: meta[k] for k in ("current_session", "session_has_user", "next_id", "now")},
             "sums": {
                 "user": sums["user"],
@@ -315,6 +316,7 @@ class StoreFile:
                 "weights": [float(x) for x in s["weights"]],
                 "value_profile": None if vp is None else [float(x) for x in vp],
                 "merge_threshold": s["merge_threshold"],
+                "value": _value_dict(s.get("value")),
             }
         )
 
@@ -399,6 +401,11 @@ class StoreFile:
         with self.errors():
             rows = self.con.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY seq").fetchall()
         return [dict(zip(columns, r)) for r in rows]
+
+
+def _value_dict(value):
+    """The JSON of a store's value: None for the paper's ``V = f @ w``, else a cue value's dict."""
+    return None if value is None else value if isinstance(value, dict) else value.to_dict()
 
 
 def _item_row(items: dict, i: int) -> tuple:

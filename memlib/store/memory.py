@@ -69,6 +69,7 @@ import pandas as pd
 
 from memlib import FACTORS
 from memlib._checks import ParameterError, check_choice, check_int
+from memlib.cues import TEXT_CUES, text_cues
 from memlib.factors import emotion_and_valence, reliability
 from memlib.store.policies import POLICIES, ValuePolicy
 from memlib.store.protocol import Policy
@@ -77,6 +78,8 @@ from memlib.value import check_weights, encoding_tier
 
 _FI = {f: i for i, f in enumerate(FACTORS)}
 _GOAL, _USAGE = _FI["goal_relevance"], _FI["usage_history"]
+#: Factor columns of the paper cues (goal, self, emotion), in :data:`memlib.cues.STORE_CUES` order.
+_PAPER_CUE_COLUMNS = [_FI["goal_relevance"], _FI["self_relevance"], _FI["emotional_intensity"]]
 #: Default cosine at or above which a new turn merges into the stored item it repeats.
 MERGE_THRESHOLD = 0.95
 _UNSET = object()
@@ -139,12 +142,24 @@ def _unit_interval(name: str, x) -> float:
     return float(x)
 
 
+#: Per-item arrays held in memory only, recomputed from the stored texts and roles on load:
+#: ``is_user`` and the text cues, the part of :data:`memlib.cues.STORE_CUES` the factors do not hold.
+_DERIVED = {"static_cues": (np.float64, (1 + len(TEXT_CUES),))}
+_ARRAYS = {**ITEM_ARRAYS, **_DERIVED}
+
+
+def static_cues(texts, roles) -> np.ndarray:
+    """``is_user`` and the text cues of each item, shape (n, 8) (the first 8 of :data:`memlib.cues.STORE_CUES`)."""
+    user = np.array([r == "user" for r in roles], dtype=np.float64).reshape(-1, 1)
+    return np.hstack([user, text_cues(texts).astype(np.float64).reshape(len(user), len(TEXT_CUES))])
+
+
 class _Columns:
-    """The per-item arrays of a store (:data:`memlib.store.state.ITEM_ARRAYS`), grown in amortised O(1)."""
+    """The per-item arrays of a store (``ITEM_ARRAYS`` and ``_DERIVED``), grown in amortised O(1)."""
 
     def __init__(self):
         self.n = 0
-        self.data = {k: np.zeros((0, *shape), dtype) for k, (dtype, shape) in ITEM_ARRAYS.items()}
+        self.data = {k: np.zeros((0, *shape), dtype) for k, (dtype, shape) in _ARRAYS.items()}
 
     def view(self, name: str) -> np.ndarray:
         return self.data[name][: self.n]
@@ -169,8 +184,23 @@ class _Columns:
         self.n = len(pick)
 
     def replace(self, arrays: dict) -> None:
-        self.data = {k: np.array(arrays[k], dtype=dtype) for k, (dtype, _) in ITEM_ARRAYS.items()}
+        self.data = {k: np.array(arrays[k], dtype=dtype) for k, (dtype, _) in _ARRAYS.items()}
         self.n = len(self.data["ids"])
+
+
+def _value_argument(value, weights):
+    """The store's cue value, or None for the paper's ``V = f @ w`` (see :class:`MemoryStore`)."""
+    from memlib.value import CueValue, load_defaults
+
+    if isinstance(value, str) and value == "paper":
+        return None
+    if value is None:
+        return load_defaults()["value"] if weights is None else None
+    if not isinstance(value, CueValue):
+        raise ParameterError(f"value must be a memlib.value.CueValue or 'paper', got {type(value).__name__}")
+    if weights is not None:
+        raise ParameterError("pass weights (the paper's value) or value= (a cue value), not both")
+    return value
 
 
 def _column(name: str, doc: str):
@@ -181,22 +211,41 @@ def _column(name: str, doc: str):
 
 
 class MemoryStore:
-    """A bounded memory for one conversation, ruled by the value ``V = f @ w``.
+    """A bounded memory for one conversation, ruled by one value.
 
     Parameters
     ----------
     weights : array_like, shape (7,), optional
-        Factor weights (default: 1 for every factor). Learned weights come from
-        :func:`memlib.learned_weights` (the oracle-blind study's blind regime),
-        e.g. ``MemoryStore(weights=memlib.learned_weights("results/oracle-blind.json"))``.
+        Factor weights of the paper's value ``V = f @ w``. Giving weights selects that
+        value; learned weights come from :func:`memlib.learned_weights` (the
+        oracle-blind study's blind regime), e.g.
+        ``MemoryStore(weights=memlib.learned_weights("results/oracle-blind.json"))``.
+    value : CueValue or 'paper', optional
+        The value when no ``weights`` are given. Default: the learned cue value of
+        ``memlib/defaults.json`` (:func:`memlib.value.load_defaults`), a linear value
+        over the store cues of :data:`memlib.cues.STORE_CUES` and their products with
+        ``is_user``, learned from gold retention on LoCoMo and LongMemEval-S. ``'paper'``
+        is the paper's value with weight 1 for every factor. Any
+        :class:`~memlib.value.CueValue` (e.g. from :func:`memlib.learning.fit_cue_value`)
+        works; its normalised value ``V-bar`` is its place among the values of the turns it
+        was learned on, which sets the encoding tiers.
     policy : Policy, optional
-        Forgetting and retrieval rules (default :class:`ValuePolicy`).
+        Forgetting and retrieval rules (default :class:`ValuePolicy`, with the measured
+        defaults; ``make_policy("paper")`` is the paper's eq. 3 with ``beta = 1``).
     value_profile : array_like, shape (384,), optional
         Embedding of the agent's value profile; makes value alignment live.
-    embed : callable, optional
-        ``embed(list of texts) -> (n, 384)`` unit vectors, used when
-        :meth:`add` or :meth:`retrieve` get text without an embedding (default:
-        :func:`memlib.embeddings.embed`).
+    embedder : callable, optional
+        ``embedder(list of str) -> (n, 384)`` array-like, one embedding per text,
+        used when :meth:`add`, :meth:`add_many`, :meth:`retrieve` or
+        :meth:`retrieve_many` get text without an embedding (rows are made unit
+        length). A wrong shape, a NaN or infinity, or a zero row raises a
+        :class:`ParameterError` naming the embedder. Default:
+        :func:`memlib.embeddings.encode` at the ``fast`` setting (128 word
+        pieces, the setting the studies annotate at, so the store's embeddings
+        match those the learned weights came from), straight from the model with
+        no disk cache. The model loads on the first embedding, not before; call
+        :meth:`warm_up` to load it ahead of the first turn. ``embed=`` is the
+        deprecated old name of this parameter (a :class:`DeprecationWarning`).
     factor_set : {'paper', 'extended'}
         Reliability as the paper states it (provenance only, the default) or with
         our cues (:data:`memlib.factors.FACTOR_SETS`).
@@ -221,20 +270,24 @@ class MemoryStore:
         weights=None,
         policy: Policy | None = None,
         value_profile=None,
-        embed=None,
+        embedder=None,
         factor_set: str = "paper",
         merge_threshold: float | None = MERGE_THRESHOLD,
+        *,
+        value=None,
+        embed=None,
     ):
         from memlib.factors import FACTOR_SETS
 
         self.factor_set = check_choice("factor_set", factor_set, FACTOR_SETS)
+        self.value_model = _value_argument(value, weights)
         self.weights = check_weights(np.ones(len(FACTORS)) if weights is None else weights)
         self.policy = policy or ValuePolicy()
         if not isinstance(self.policy, Policy):
             raise ParameterError(f"policy must be a memlib.store.Policy, got {type(self.policy).__name__}")
         self.value_profile = None if value_profile is None else self._check_vector("value_profile", value_profile)
         self.merge_threshold = _check_merge_threshold(merge_threshold)
-        self._embed_fn = embed
+        self._embedder = self._embedder_argument(embedder, embed, "MemoryStore")
         self._cols = _Columns()
         self._texts: list[str] = []
         self._roles: list[str] = []
@@ -281,6 +334,8 @@ class MemoryStore:
         task_utility: float = 0.0,
         pinned: bool = False,
         expires=None,
+        *,
+        _valence: float | None = None,
     ) -> int:
         """Store one turn; return its id (or the id of the item it merged into).
 
@@ -336,8 +391,8 @@ class MemoryStore:
         if emotion is None:
             emo, val = emotion_and_valence([text])
             emotion, text_valence = float(emo[0]), float(val[0])
-        else:
-            text_valence = _valence_cached(text)
+        else:  # (add_many passes the valence it computed for all its turns at once)
+            text_valence = _valence_cached(text) if _valence is None else float(_valence)
         rel = float(reliability([role], [text], cues=self.factor_set == "extended")[0])
 
         with self._writing() as tx:
@@ -413,6 +468,7 @@ class MemoryStore:
                 "tokens": count_tokens(text),
                 "embeddings": e.astype(np.float32),
                 "factors": np.clip(f, 0.0, 1.0),
+                "static_cues": static_cues([text], [role])[0],
             },
             "lists": (text, role, speaker, session),
         }
@@ -699,7 +755,11 @@ class MemoryStore:
             hit = np.flatnonzero(pos == i)
             if len(hit):
                 f[_GOAL] = values[hit[0]]
-        contrib = f * self.weights
+        if self.value_model is not None:
+            x = np.concatenate([self._cols.view("static_cues")[i], f[_PAPER_CUE_COLUMNS]])
+            names, contrib = self.value_model.feature_names, self.value_model.contributions(x[None])[0]
+        else:
+            names, contrib = FACTORS, f * self.weights
         row = {"id": int(self._ids[i]), "text": self._texts[i]}
         if reason is not None:
             row["reason"] = reason
@@ -710,7 +770,7 @@ class MemoryStore:
             pinned=bool(self._pinned[i]),
             expires=None if np.isinf(self._expires[i]) else float(self._expires[i]),
         )
-        row.update({f"contrib_{name}": float(c) for name, c in zip(FACTORS, contrib)})
+        row.update({f"contrib_{name}": float(c) for name, c in zip(names, contrib)})
         return row
 
     def explain(self, item_id: int, now=None) -> dict:
@@ -776,18 +836,29 @@ class MemoryStore:
             return self._db.log("merges")
         return list(self._merges)
 
+    @property
+    def cues(self) -> np.ndarray:
+        """(n, 11) store cues of the retained items (:data:`memlib.cues.STORE_CUES`), what a cue value reads."""
+        return np.hstack([self._cols.view("static_cues"), self._factors[:, _PAPER_CUE_COLUMNS]])
+
     def values(self) -> np.ndarray:
-        """Value ``V = f @ w`` of every retained item."""
+        """Value of every retained item: ``V = f @ w``, or the store's cue value."""
+        if self.value_model is not None:
+            return self.value_model(self.cues)
         return _matvec(self._factors, self.weights)
 
-    def normalised_values(self) -> np.ndarray:
+    def _normalise(self, values: np.ndarray) -> np.ndarray:
+        if self.value_model is not None:
+            return self.value_model.normalise(values)
         total = self.weights.sum()
-        return self.values() / total if total > 0 else np.zeros(len(self))
+        return values / total if total > 0 else np.zeros(len(values))
+
+    def normalised_values(self) -> np.ndarray:
+        """``V-bar`` in [0, 1]: ``V / sum(w)``, or a cue value's place among its training values."""
+        return self._normalise(self.values())
 
     def _tiers_of(self, values: np.ndarray) -> np.ndarray:
-        total = self.weights.sum()
-        v_bar = values / total if total > 0 else np.zeros(len(values))
-        return encoding_tier(np.clip(v_bar, 0, 1))
+        return encoding_tier(np.clip(self._normalise(values), 0, 1))
 
     def tiers(self) -> np.ndarray:
         """Encoding tier of every retained item (from its normalised value)."""
@@ -894,6 +965,212 @@ class MemoryStore:
             raise ParameterError(f"no retained item has id {item_id} (never added, merged or forgotten)")
         return i
 
+    # ------------------------------------------------------------------ batches and warm-up (an agent loop)
+    def add_many(self, turns) -> list[int]:
+        """Store several turns at once; return the ids :meth:`add` would have returned, one per turn.
+
+        The result is the same as calling :meth:`add` on each turn in order (same
+        ids, factors, values, merges), only faster: the turns without an
+        embedding are embedded in one call of the embedder, and the emotion and
+        valence of all turns are computed in one pass.
+
+        Parameters
+        ----------
+        turns : iterable of dict
+            One dict per turn, holding keyword arguments of :meth:`add`: ``text``
+            (required), ``role, time, speaker, session, embedding, emotion,
+            task_utility, pinned, expires``.
+
+        Returns
+        -------
+        list of int
+
+        Notes
+        -----
+        Every turn is checked (keys and values, and times that must not go
+        backwards from turn to turn) before anything changes, and the embedder is
+        called before anything changes: a :class:`ParameterError` that names the
+        turn and the key leaves the store as it was. Then the turns are added one
+        by one; for a store made by :meth:`open` each turn is its own transaction,
+        so an interruption part-way (a killed process, or an error no check could
+        foresee) keeps the turns before it, each whole. With the default embedder,
+        a text embedded in a batch and the same text embedded alone agree to
+        float32 precision (padding changes the arithmetic, not the result).
+
+        Examples
+        --------
+        >>> import zlib
+        >>> def embedder(texts):   # a stand-in for a sentence model: a fixed random unit vector per text
+        ...     rows = [np.random.default_rng(zlib.crc32(t.encode())).normal(size=384) for t in texts]
+        ...     return np.array(rows)
+        >>> store = MemoryStore(embedder=embedder)
+        >>> store.add_many(
+        ...     [
+        ...         {"text": "I am allergic to peanuts!", "time": 0.0, "session": "monday"},
+        ...         {"text": "Noted: no peanuts.", "role": "assistant"},
+        ...         {"text": "I am allergic to peanuts!", "time": 1.0, "session": "tuesday"},
+        ...     ]
+        ... )   # the repeat merges into item 0
+        [0, 1, 0]
+        >>> store.add_many([{"text": "My sister is Ana.", "time": 2.0}, {"text": "Hi", "colour": "red"}])
+        Traceback (most recent call last):
+        ...
+        memlib._checks.ParameterError: add_many: turn 1 has an unknown key 'colour' (add takes text, role, ...)
+        >>> len(store), store.ids   # nothing of that batch was added
+        (2, [0, 1])
+        """
+        if self._closed is not None:
+            fail(self._closed, "the store is closed; open it again to change it")
+        with self._reading():  # (a file store catches up first: times are checked against its latest)
+            calls = self._check_turns(turns)
+        if not calls:
+            return []
+        need = [i for i, kw in enumerate(calls) if kw.get("embedding") is None]
+        if need:
+            E = self._embed([calls[i]["text"] for i in need])
+            for j, i in enumerate(need):
+                calls[i]["embedding"] = E[j]
+        emotion, text_valence = emotion_and_valence([kw["text"] for kw in calls])
+        for i, kw in enumerate(calls):
+            if kw.get("emotion") is None:
+                kw["emotion"] = float(emotion[i])
+            kw["_valence"] = float(text_valence[i])
+        ids = []
+        for i, kw in enumerate(calls):
+            try:
+                ids.append(self.add(**kw))
+            except ParameterError as exc:
+                kept = f"turns 0 to {i - 1} were added" if i else "no turn was added"
+                raise ParameterError(f"add_many: turn {i}: {exc} ({kept})") from None
+        return ids
+
+    def _check_turns(self, turns) -> list[dict]:
+        """The turns of :meth:`add_many` as keyword dicts of :meth:`add`, every key and value checked."""
+        import inspect
+        from collections.abc import Mapping
+
+        keys = [k for k in inspect.signature(MemoryStore.add).parameters if k != "self" and not k.startswith("_")]
+        if isinstance(turns, (str, bytes, Mapping)):
+            raise ParameterError(f"add_many takes an iterable of dicts, one per turn, got a {type(turns).__name__}")
+        try:
+            turns = list(turns)
+        except TypeError:
+            raise ParameterError(
+                f"add_many takes an iterable of dicts, one per turn, got {type(turns).__name__}"
+            ) from None
+        calls, now = [], self._now
+        for i, turn in enumerate(turns):
+            if not isinstance(turn, Mapping):
+                raise ParameterError(f"add_many: turn {i} must be a dict of add's arguments, got {type(turn).__name__}")
+            unknown = [k for k in turn if k not in keys]
+            if unknown:
+                raise ParameterError(
+                    f"add_many: turn {i} has an unknown key {unknown[0]!r} (add takes {', '.join(keys)})"
+                )
+            if "text" not in turn:
+                raise ParameterError(f"add_many: turn {i} has no 'text'")
+            kw = dict(turn)
+            key = "text"
+            try:
+                if not isinstance(kw["text"], str) or not kw["text"].strip():
+                    raise ParameterError(f"text must be a non-empty string, got {kw['text']!r}")
+                key = "role"
+                if kw.get("role", "user") not in ("user", "assistant"):
+                    raise ParameterError(f"role must be 'user' or 'assistant', got {kw['role']!r}")
+                key = "task_utility"
+                _unit_interval("task_utility", kw.get("task_utility", 0.0))
+                key = "emotion"
+                if kw.get("emotion") is not None:
+                    _unit_interval("emotion", kw["emotion"])
+                key = "pinned"
+                pinned = kw.get("pinned", False)
+                if not isinstance(pinned, (bool, np.bool_)):
+                    raise ParameterError(f"pinned must be True or False, got {pinned!r}")
+                key = "expires"
+                if pinned and kw.get("expires") is not None:
+                    raise ParameterError("an item cannot be both pinned and expiring: pass pinned=True or expires=")
+                key = "time"
+                t = now if kw.get("time") is None else to_days(kw["time"])
+                if not np.isfinite(t):
+                    raise ParameterError("the first add needs a time")
+                if t < now:
+                    raise ParameterError(f"time goes backwards: {t} days is before the latest time {now} days")
+                key = "expires"
+                self._expiry(kw.get("expires"), t)
+                key = "embedding"
+                if kw.get("embedding") is not None:
+                    self._check_vector("embedding", kw["embedding"])
+            except ParameterError as exc:
+                raise ParameterError(f"add_many: turn {i}, {key!r}: {exc}") from None
+            now = t
+            calls.append(kw)
+        return calls
+
+    def retrieve_many(self, queries, k: int = 5, update: bool = True, now=None) -> list[list[dict]]:
+        """The result of :meth:`retrieve` for each query, in order; the queries are embedded in one call.
+
+        The same as ``[store.retrieve(q, k=k, update=update, now=now) for q in
+        queries]``: with ``update=True`` each query's results count as retrieved
+        before the next query is ranked (for a store made by :meth:`open`, one
+        transaction per query). The queries are checked, and embedded, before
+        anything changes.
+
+        Examples
+        --------
+        >>> import re, zlib
+        >>> def bag_of_words(texts):   # a stand-in for a sentence model: texts that share words are close
+        ...     E = np.zeros((len(texts), 384))
+        ...     for i, t in enumerate(texts):
+        ...         for w in re.findall(r"[a-z]+", t.lower()):
+        ...             E[i, zlib.crc32(w.encode()) % 384] += 1.0
+        ...     return E
+        >>> store = MemoryStore(embedder=bag_of_words)
+        >>> store.add_many([{"text": "My dog is called Rex.", "time": 0.0}, {"text": "I live in Lyon."}])
+        [0, 1]
+        >>> hits = store.retrieve_many(["What is my dog called?", "Where do I live?"], k=1)
+        >>> [[r["text"] for r in h] for h in hits]
+        [['My dog is called Rex.'], ['I live in Lyon.']]
+        """
+        k = check_int("k", k, minimum=1)
+        if isinstance(queries, (str, bytes)):
+            raise ParameterError("retrieve_many takes a list of query strings, got one string: use retrieve")
+        try:
+            queries = list(queries)
+        except TypeError:
+            raise ParameterError(f"retrieve_many takes a list of query strings, got {type(queries).__name__}") from None
+        for i, q in enumerate(queries):
+            if not isinstance(q, str) or not q.strip():
+                raise ParameterError(f"retrieve_many: query {i} must be a non-empty string, got {q!r}")
+        if now is not None:
+            to_days(now)
+        if not queries:
+            return []
+        E = self._embed(queries)
+        return [self.retrieve(q, k=k, query_embedding=E[i], now=now, update=update) for i, q in enumerate(queries)]
+
+    @staticmethod
+    def warm_up() -> float:
+        """Load what the first turn would load (the default embedder's model, VADER's lexicon); return the seconds.
+
+        Nothing loads a model before it is needed: importing :mod:`memlib` or
+        making a store does not. So the first :meth:`add` that embeds text would
+        wait for the model (seconds); call this once, e.g. while the agent starts,
+        and the first turn costs what any turn costs. It adds one turn to a
+        scratch store and throws the store away. Later calls return at once. A
+        store with its own ``embedder`` only needs VADER from this.
+
+        Examples
+        --------
+        >>> seconds = MemoryStore.warm_up()
+        >>> MemoryStore().add("I am allergic to peanuts!", time=0.0)   # no model to wait for
+        0
+        """
+        from time import perf_counter
+
+        t0 = perf_counter()
+        MemoryStore().add("Warming up: I am so glad to meet you!", time=0.0)
+        return perf_counter() - t0
+
     # ------------------------------------------------------------------ embeddings
     @staticmethod
     def _check_vector(name: str, v) -> np.ndarray:
@@ -917,12 +1194,51 @@ class MemoryStore:
             embedding = self._embed([text])[0]
         return self._check_vector("embedding", embedding)
 
-    def _embed(self, texts) -> np.ndarray:
-        if self._embed_fn is not None:
-            return np.asarray(self._embed_fn(texts), dtype=np.float64)
-        from memlib.embeddings import embed
+    @staticmethod
+    def _embedder_argument(embedder, embed, caller: str):
+        """The ``embedder`` argument of ``caller``, or its deprecated alias ``embed`` (with a warning)."""
+        if embed is not None:
+            if embedder is not None:
+                raise ParameterError(f"{caller}: pass embedder= only (embed= is its deprecated old name), not both")
+            import warnings
 
-        return embed(texts, progress=False).astype(np.float64)
+            warnings.warn(
+                f"{caller}(embed=...) is deprecated: pass embedder=... instead", DeprecationWarning, stacklevel=3
+            )
+            embedder = embed
+        if embedder is not None and not callable(embedder):
+            raise ParameterError(
+                f"embedder must be a callable, list of str -> (n, {DIM}) array, got {type(embedder).__name__}"
+            )
+        return embedder
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        """(n, 384) float64 embeddings of ``texts`` from the store's embedder, in one call, checked."""
+        if self._embedder is None:
+            from memlib.embeddings import encode
+
+            name, raw = "memlib.embeddings.encode (the default)", encode(texts, setting="fast")
+        else:
+            fn = self._embedder
+            name = getattr(fn, "__qualname__", None) or repr(fn)[:80]
+            raw = fn(texts)
+        try:
+            out = np.asarray(raw, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ParameterError(
+                f"the embedder {name} must return an (n, {DIM}) array of numbers, got {type(raw).__name__}"
+            ) from None
+        if out.shape != (len(texts), DIM):
+            raise ParameterError(
+                f"the embedder {name} returned shape {out.shape} for {len(texts)} texts; "
+                f"it must return ({len(texts)}, {DIM}): one row of {DIM} numbers per text"
+            )
+        bad = ~np.isfinite(out).all(axis=1) | ~out.any(axis=1)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            what = "a zero vector" if np.isfinite(out[i]).all() else "a NaN or infinity"
+            raise ParameterError(f"the embedder {name} returned {what} for text {i} ({texts[i][:60]!r})")
+        return out
 
     # ------------------------------------------------------------------ state, files and transactions
     def _state(self) -> dict:
@@ -935,6 +1251,7 @@ class MemoryStore:
                 "weights": self.weights,
                 "value_profile": self.value_profile,
                 "merge_threshold": self.merge_threshold,
+                "value": self.value_model,
             },
             "session": {
                 "current_session": self._current_session,
@@ -968,24 +1285,27 @@ class MemoryStore:
         self._session_sum = np.array(sums["session"], np.float64)
         self._session_all_sum = np.array(sums["session_all"], np.float64)
         self._speaker_sums = {k: np.array(v, np.float64) for k, v in sums["speakers"].items()}
-        self._cols.replace(items)
+        self._cols.replace({**items, "static_cues": static_cues(items["texts"], items["roles"])})
         self._texts, self._roles = list(items["texts"]), list(items["roles"])
         self._speakers, self._sessions = list(items["speakers"]), list(items["sessions"])
 
     @classmethod
-    def _from_state(cls, path, state: dict, policy, embed) -> MemoryStore:
+    def _from_state(cls, path, state: dict, policy, embedder) -> MemoryStore:
         check_state(path, state)
         s = state["settings"]
         if policy is None:
             policy = policy_from(path, s["policy"], s["policy_config"], POLICIES)
         try:
+            cue_value = s.get("value")
             store = cls(
-                weights=s["weights"],
+                weights=s["weights"] if cue_value is None else None,
                 policy=policy,
-                embed=embed,
+                embedder=embedder,
                 factor_set=s["factor_set"],
                 merge_threshold=s["merge_threshold"],
+                value=cue_value,
             )
+            store.weights = check_weights(s["weights"])
         except ParameterError as exc:
             fail(path, str(exc))
         store.value_profile = s["value_profile"]
@@ -1005,17 +1325,20 @@ class MemoryStore:
         write_npz(path, self._state(), self.forgotten, self.merges)
 
     @classmethod
-    def load(cls, path, policy: Policy | None = None, embed=None) -> MemoryStore:
+    def load(cls, path, policy: Policy | None = None, embedder=None, *, embed=None) -> MemoryStore:
         """Read a store exported by :meth:`save` into memory.
 
         The policy is rebuilt from its saved name and settings (built-in
-        policies); pass ``policy`` to supply another. A missing, corrupt or
-        tampered file raises :class:`StoreError` naming the file and the field.
+        policies); pass ``policy`` to supply another. The embedder is never
+        saved: pass ``embedder`` as to :class:`MemoryStore` (``embed=`` is its
+        deprecated old name). A missing, corrupt or tampered file raises
+        :class:`StoreError` naming the file and the field.
         """
         from memlib.store.npz import read_npz
 
+        embedder = cls._embedder_argument(embedder, embed, "MemoryStore.load")
         state, forgotten, merges = read_npz(path, MERGE_THRESHOLD)
-        store = cls._from_state(Path(path), state, policy, embed)
+        store = cls._from_state(Path(path), state, policy, embedder)
         store._forgotten, store._merges = list(forgotten), list(merges)
         return store
 
@@ -1026,12 +1349,14 @@ class MemoryStore:
         weights=None,
         policy: Policy | None = None,
         value_profile=None,
-        embed=None,
+        embedder=None,
         factor_set: str | None = None,
         merge_threshold=_UNSET,
         *,
         timeout: float = 5.0,
         synchronous: str = "normal",
+        value=None,
+        embed=None,
     ) -> MemoryStore:
         """A store kept in the SQLite file ``path`` (created if missing), one transaction per change.
 
@@ -1047,12 +1372,14 @@ class MemoryStore:
         Parameters
         ----------
         path : str or path
-        weights, policy, value_profile, embed, factor_set, merge_threshold
+        weights, policy, value_profile, embedder, factor_set, merge_threshold, value
             As for :class:`MemoryStore`. For a new file they (or their defaults)
-            are stored in it. For an existing file, a given ``weights``, ``policy``
-            or ``merge_threshold`` replaces the stored one (and is stored); a
+            are stored in it. For an existing file, a given ``weights``, ``value``,
+            ``policy`` or ``merge_threshold`` replaces the stored one (and is
+            stored; ``weights`` alone selects the paper's value); a
             ``factor_set`` or ``value_profile`` must match the stored one, since
-            the stored factors were computed with it. ``embed`` is never stored.
+            the stored factors were computed with it. ``embedder`` is never stored
+            (``embed=`` is its deprecated old name).
         timeout : float
             Seconds to wait for another process's write lock.
         synchronous : {'normal', 'full'}
@@ -1076,6 +1403,7 @@ class MemoryStore:
         if not timeout >= 0:
             raise ParameterError(f"timeout must be >= 0 seconds, got {timeout}")
         check_choice("synchronous", synchronous, SYNCHRONOUS)
+        embedder = cls._embedder_argument(embedder, embed, "MemoryStore.open")
         db = StoreFile(path, timeout=timeout, synchronous=synchronous)
         try:
             if not db.initialised():
@@ -1083,9 +1411,10 @@ class MemoryStore:
                     weights=weights,
                     policy=policy,
                     value_profile=value_profile,
-                    embed=embed,
+                    embedder=embedder,
                     factor_set="paper" if factor_set is None else factor_set,
                     merge_threshold=MERGE_THRESHOLD if merge_threshold is _UNSET else merge_threshold,
+                    value=value,
                 )
                 db.begin_write()
                 try:
@@ -1098,15 +1427,15 @@ class MemoryStore:
             version = db.data_version()
             with db.reading():
                 state = db.read_state()
-            store = cls._from_state(db.path, state, policy, embed)
+            store = cls._from_state(db.path, state, policy, embedder)
             store._db, store._data_version = db, version
-            store._reconfigure(weights, policy, value_profile, factor_set, merge_threshold)
+            store._reconfigure(weights, policy, value_profile, factor_set, merge_threshold, value)
         except BaseException:
             db.close()
             raise
         return store
 
-    def _reconfigure(self, weights, policy, value_profile, factor_set, merge_threshold) -> None:
+    def _reconfigure(self, weights, policy, value_profile, factor_set, merge_threshold, value=None) -> None:
         """Apply the settings given to :meth:`open` for an existing file (see there)."""
         if factor_set is not None and factor_set != self.factor_set:
             raise ParameterError(
@@ -1117,6 +1446,10 @@ class MemoryStore:
             if self.value_profile is None or not np.allclose(vp, self.value_profile):
                 raise ParameterError(f"{self._db.path} was built with another value_profile")
         changed = False
+        if weights is not None or value is not None:
+            model = _value_argument(value, weights)
+            changed |= model != self.value_model
+            self.value_model = model
         if weights is not None:
             w = check_weights(weights)
             changed |= not np.array_equal(w, self.weights)

@@ -167,6 +167,7 @@ def write_npz(path, state: dict, forgotten: list, merges: list) -> None:
         "policy_config": s["policy_config"],
         "factor_set": s["factor_set"],
         "merge_threshold": s["merge_threshold"],
+        "value": None if s.get("value") is None else s["value"].to_dict(),
         **{k: items[k] for k in ("texts", "roles", "speakers", "sessions")},
         "current_session": sess["current_session"],
         "next_id": sess["next_id"],
@@ -251,6 +252,7 @@ def read_npz(path, merge_threshold_default: float | None) -> tuple[dict, list, l
             "weights": arrays["weights"],
             "value_profile": vp if vp.size else None,
             "merge_threshold": merge_threshold,
+            "value": header.get("value"),  # absent before cue values: the paper's V = f @ w
         },
         "session": {k: header[k] for k in ("current_session", "session_has_user", "next_id", "now")},
         "sums": {

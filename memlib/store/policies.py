@@ -8,11 +8,11 @@ store's policy from the same registry.
 >>> make_policy("learned_V", beta=2.0).config()["beta"]
 2.0
 >>> sorted(POLICIES)
-['generative_agents', 'learned_V', 'memgpt_fifo', 'memorybank', 'rag_unbounded', 'recency']
+['generative_agents', 'learned_V', 'memgpt_fifo', 'memorybank', 'paper', 'rag_unbounded', 'recency']
 >>> make_policy("lru")
 Traceback (most recent call last):
 ...
-memlib._checks.ParameterError: unknown policy 'lru'; choose one of: learned_V, generative_agents, ...
+memlib._checks.ParameterError: unknown policy 'lru'; choose one of: learned_V, paper, generative_agents, ...
 """
 
 from __future__ import annotations
@@ -34,34 +34,50 @@ from memlib.store.protocol import Policy
 
 
 class ValuePolicy(Policy):
-    """The paper's single value for forgetting and retrieval.
+    """One value for forgetting and retrieval, with the store's measured defaults.
 
-    Forgetting: eq. 3, ``age**0.7 / (1 + r) / (1 + beta * V)`` with age in days at
-    consolidation time (``keep_top_value=True`` instead drops the lowest ``V``
-    first, the keep/drop rule of the paper's evaluation).
+    Forgetting: with ``keep_top_value`` the item with the lowest normalised value
+    ``V-bar`` goes first; otherwise eq. 3 on ``V-bar``, ``age**0.7 / (1 + r) / (1 + beta
+    * V-bar)`` with age in days at consolidation time. ``V-bar`` (the store's
+    :meth:`~memlib.store.MemoryStore.normalised_values`, in [0, 1]) rather than ``V``, so
+    that ``beta`` means the same for any value, the paper's or a learned cue value.
 
-    Retrieval: ``sim + value_weight * V_bar + mood_weight * mood`` where ``sim =
-    (1 + cos(query, item)) / 2``, ``V_bar = V / sum(w)`` and mood congruence
-    ``mood = 1 - |valence(query) - valence(item)| / 2`` (VADER valences), all in
-    [0, 1]. Defaults: ``value_weight = 0.5``, ``mood_weight = 0.1``; query
-    similarity leads, the value breaks near-ties toward durable memories.
+    Retrieval: ``sim + value_weight * V-bar + mood_weight * mood`` where ``sim =
+    (1 + cos(query, item)) / 2`` and mood congruence ``mood = 1 - |valence(query) -
+    valence(item)| / 2`` (VADER valences), all in [0, 1].
+
+    A parameter left at ``None`` takes its measured default from ``memlib/defaults.json``
+    (:func:`memlib.value.load_defaults`): the rule and constants that kept the most gold
+    evidence, and the mix that retrieved it best, on held-out LoCoMo and LongMemEval-S
+    histories (:mod:`memlib.studies.defaults`). The paper's own rule is :class:`PaperPolicy`.
     """
 
     name = "learned_V"
 
     def __init__(
-        self, beta: float = 1.0, value_weight: float = 0.5, mood_weight: float = 0.1, keep_top_value: bool = False
+        self,
+        beta: float | None = None,
+        value_weight: float | None = None,
+        mood_weight: float | None = None,
+        keep_top_value: bool | None = None,
     ):
-        self.beta = check_positive("beta", beta, allow_zero=True)
-        self.value_weight = check_positive("value_weight", value_weight, allow_zero=True)
-        self.mood_weight = check_positive("mood_weight", mood_weight, allow_zero=True)
-        self.keep_top_value = bool(keep_top_value)
+        from memlib.value import load_defaults
+
+        d = load_defaults()["policy"] if None in (beta, value_weight, mood_weight, keep_top_value) else {}
+        self.beta = check_positive("beta", d["beta"] if beta is None else beta, allow_zero=True)
+        self.value_weight = check_positive(
+            "value_weight", d["value_weight"] if value_weight is None else value_weight, allow_zero=True
+        )
+        self.mood_weight = check_positive(
+            "mood_weight", d["mood_weight"] if mood_weight is None else mood_weight, allow_zero=True
+        )
+        self.keep_top_value = bool(d["keep_top_value"] if keep_top_value is None else keep_top_value)
 
     def forget_scores(self, store, now):
-        v = store.values()
+        v_bar = store.normalised_values()
         if self.keep_top_value:
-            return -v
-        return forget_score(np.maximum(now - store._time, 0.0), store._retrievals, v, beta=self.beta)
+            return -v_bar
+        return forget_score(np.maximum(now - store._time, 0.0), store._retrievals, v_bar, beta=self.beta)
 
     def retrieval_scores(self, store, query_vec, query_valence, now):
         mood = 1.0 - np.abs(query_valence - store._valence) / 2.0
@@ -76,10 +92,41 @@ class ValuePolicy(Policy):
         }
 
 
+class PaperPolicy(ValuePolicy):
+    """The paper's rules as written: eq. 3 on ``V``, and retrieval by ``sim + 0.5 V-bar + 0.1 mood``.
+
+    ``age**0.7 / (1 + r) / (1 + beta * V)`` with ``beta = 1`` unless given (the paper names
+    no ``beta``): age dominates value resistance, so the newest session is never at risk and
+    whatever is a day older goes first. Kept for comparison (``make_policy("paper")``);
+    :class:`ValuePolicy` holds the measured defaults. With a value that can be negative (a
+    learned cue value) eq. 3 reads ``V-bar`` instead of ``V``.
+    """
+
+    name = "paper"
+
+    def __init__(self, beta: float = 1.0):
+        super().__init__(beta=beta, value_weight=0.5, mood_weight=0.1, keep_top_value=False)
+
+    def forget_scores(self, store, now):
+        v = store.values() if store.value_model is None else store.normalised_values()
+        return forget_score(np.maximum(now - store._time, 0.0), store._retrievals, v, beta=self.beta)
+
+    def config(self):
+        return {"beta": self.beta}
+
+
 #: Every built-in policy by name (its ``name`` attribute), ours first.
 POLICIES: dict[str, type[Policy]] = {
     cls.name: cls
-    for cls in (ValuePolicy, GenerativeAgentsPolicy, MemoryBankPolicy, FIFOPolicy, RecencyPolicy, UnboundedRAGPolicy)
+    for cls in (
+        ValuePolicy,
+        PaperPolicy,
+        GenerativeAgentsPolicy,
+        MemoryBankPolicy,
+        FIFOPolicy,
+        RecencyPolicy,
+        UnboundedRAGPolicy,
+    )
 }
 
 

@@ -114,6 +114,16 @@ def check_settings(path, s: dict) -> dict:
     if m is not None and not 0.0 < m <= 1.0:
         fail(path, f"merge_threshold must be in (0, 1] or null, got {m}")
     out["merge_threshold"] = m
+    out["value"] = None
+    if s.get("value") is not None:  # a learned cue value (None: the paper's V = f @ w)
+        from memlib._checks import ParameterError
+        from memlib.value import CueValue
+
+        try:
+            v = s["value"]
+            out["value"] = v if isinstance(v, CueValue) else CueValue.from_dict(v, source="value")
+        except ParameterError as exc:
+            fail(path, str(exc))
     return out
 
 

@@ -6,6 +6,7 @@
 * :mod:`~.mlp`, ``mlp``: the MLP ablation (04);
 * :mod:`~.sweep`, ``sweep``: Figure 3, retention against the keep fraction (05);
 * :mod:`~.stream`, ``stream``: the live store against published policies (06);
+* :mod:`~.defaults`, ``defaults``: the store's defaults, chosen on held-out histories (06);
 * :mod:`~.optimisers`, ``optimisers``: hill-climb against CMA-ES (07);
 * :mod:`~.reproduction`, ``paper``: the paper's benchmark, LongMemEval-S, beside the paper (08);
 * :mod:`~.cues`, ``cues``: what to remember, learned from many cheap cues (09).
@@ -19,7 +20,7 @@ thin loader that reads a dataset and calls them (:func:`~.mlp.mlp_ablation`).
 the Makefile (``python -m memlib study --list``) and ``python -m memlib sweep`` read.
 
 >>> list(STUDIES)
-['synthetic', 'factors', 'oracle-blind', 'mlp', 'sweep', 'stream', 'optimisers', 'paper', 'cues']
+['synthetic', 'factors', 'oracle-blind', 'mlp', 'sweep', 'stream', 'defaults', 'optimisers', 'paper', 'cues']
 >>> STUDIES["synthetic"].notebook
 '01_synthetic_confounds.md'
 >>> STUDIES["stream"].parameters[:3]
@@ -37,6 +38,7 @@ from dataclasses import dataclass, field
 from memlib.studies import (
     _cache,
     cues,
+    defaults,
     factor_study,
     mlp,
     optimisers,
@@ -92,7 +94,7 @@ class Study:
         return getattr(self.run(**params), self.table)
 
 
-#: Every study by command-line name, in chapter order.
+#: Every study by command-line name, in chapter order (a chapter may hold more than one).
 STUDIES: dict[str, Study] = {
     s.name: s
     for s in (
@@ -104,6 +106,7 @@ STUDIES: dict[str, Study] = {
             "sweep", sweep.keep_fraction_sweep, "summary", "05_keep_fraction_sweep.md", {"keep_fraction": "fractions"}
         ),
         Study("stream", stream.stream, "table", "06_memory_store.md", {"keep_fraction": "budgets"}),
+        Study("defaults", defaults.defaults_study, "table", "06_memory_store.md"),
         Study("optimisers", optimisers.optimiser_comparison, "summary", "07_optimisers.md"),
         Study("paper", reproduction.reproduce, "table", "08_longmemeval.md"),
         Study("cues", cues.cue_rows, "summary", "09_cues.md"),
