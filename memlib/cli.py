@@ -73,23 +73,30 @@ def _defaults(args) -> int:
     import tempfile
 
     from memlib.studies import defaults
+    from memlib.value import DEFAULTS_PATH
 
+    path = None
+    if args.write is not None:  # checked before the study runs
+        path = Path(args.write or DEFAULTS_PATH)
+        if path.resolve() == Path(DEFAULTS_PATH).resolve() and (args.quick or args.sample is not None):
+            raise ParameterError(f"a quick or sampled run does not replace {DEFAULTS_PATH}; pass --write PATH")
+        if not path.parent.is_dir():
+            raise ParameterError(f"--write {path}: no folder {path.parent}")
     hs = [defaults.load_history(d, quick=args.quick, sample=args.sample) for d in defaults.DATASETS]
     measured = defaults.defaults_study_on(hs, quick=args.quick)
-    chosen = defaults.choose_defaults(hs, measured=measured)
+    chosen = defaults.choose_defaults(hs, measured=measured, sample=args.sample, quick=args.quick)
     if args.json:
         print(_table_to_json(measured.headline))
     else:
         print(measured.headline.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
         print(json.dumps(chosen["policy"]), chosen["value_model"])
-    if args.write:
-        path = Path(args.write)
+    if path is not None:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:  # written whole, then moved into place
             fh.write(json.dumps(chosen, indent=1) + "\n")
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
-        print(f"wrote {args.write}", file=sys.stderr)
+        print(f"wrote {path}", file=sys.stderr)
     return 0
 
 
@@ -225,10 +232,11 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument(
         "--write",
         nargs="?",
-        const="memlib/defaults.json",
+        const="",
         default=None,
         metavar="PATH",
-        help="write the defaults file (default path: memlib/defaults.json)",
+        help="write the defaults file (default: the one the library reads, memlib/defaults.json; "
+        "a quick or sampled run must name another PATH)",
     )
     d.add_argument("--quick", action="store_true", help="three conversations / questions per dataset")
     d.add_argument("--sample", type=int, default=None, help="a seeded sample of N histories per dataset")

@@ -208,20 +208,37 @@ class CueValue:
         from memlib.cues import STORE_CUES
 
         self.cues = STORE_CUES
+        if not isinstance(interactions, (bool, np.bool_)):
+            raise ParameterError(f"interactions must be true or false, got {interactions!r}")
         self.interactions = bool(interactions)
         names = self.cues + (_interaction_names(self.cues) if self.interactions else ())
         self.feature_names = names
-        w = np.asarray(weights, dtype=np.float64).reshape(-1)
-        if w.shape != (len(names),) or not np.all(np.isfinite(w)):
+        try:
+            w = np.array(weights, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            raise ParameterError(f"a cue value needs {len(names)} finite weights, got {weights!r:.60}") from None
+        if w.shape != (len(names),):
             raise ParameterError(
-                f"a cue value needs {len(names)} finite weights ({', '.join(names)}), got shape {np.shape(weights)}"
+                f"a cue value needs {len(names)} finite weights ({', '.join(names)}), got shape {w.shape}"
             )
+        if not np.all(np.isfinite(w)):
+            raise ParameterError("a cue value's weights must be finite (a NaN or infinity was given)")
         self.weights = w
-        q = np.linspace(-1.0, 1.0, 101) if quantiles is None else np.asarray(quantiles, dtype=np.float64)
+        try:
+            q = np.linspace(-1.0, 1.0, 101) if quantiles is None else np.array(quantiles, dtype=np.float64)
+        except (TypeError, ValueError):
+            q = np.zeros(0)
         if q.shape != (101,) or not np.all(np.isfinite(q)) or np.any(np.diff(q) < 0):
             raise ParameterError("quantiles must be 101 finite, non-decreasing values (0th to 100th percentile)")
         self.quantiles = q
-        self.info = dict(info or {})
+        if info is not None and not isinstance(info, dict):
+            raise ParameterError(f"info must be a dict, got {type(info).__name__}")
+        try:
+            self.info = json.loads(json.dumps(info or {}, allow_nan=False))
+        except (TypeError, ValueError) as exc:
+            raise ParameterError(f"info must hold JSON values only ({exc})") from None
+        for a in (self.weights, self.quantiles):  # one default value is shared by every default store
+            a.setflags(write=False)
 
     def features(self, X) -> np.ndarray:
         """The features of store cues ``X`` (n, 11): the cues, then with ``interactions`` each times ``is_user``."""
@@ -242,8 +259,12 @@ class CueValue:
 
     def normalise(self, v) -> np.ndarray:
         """``V-bar`` in [0, 1]: the share of the training turns whose value lies below ``v`` (interpolated)."""
-        q = self.quantiles + np.arange(101) * 1e-12  # strictly increasing for the interpolation
-        return np.interp(np.asarray(v, dtype=np.float64), q, np.linspace(0.0, 1.0, 101))
+        # tied quantiles (a flat stretch of training values) map to the middle of their percentiles
+        xs, tie = np.unique(self.quantiles, return_inverse=True)
+        ps = np.bincount(tie, np.linspace(0.0, 1.0, 101)) / np.bincount(tie)
+        if len(xs) == 1:
+            return np.full(np.shape(v), 0.5)
+        return np.interp(np.asarray(v, dtype=np.float64), xs, ps)
 
     def to_dict(self) -> dict:
         return {
@@ -262,13 +283,13 @@ class CueValue:
 
         if not isinstance(d, dict) or d.get("kind") != "cue_value":
             raise ParameterError(f"{source}: not a cue value (expected a dict with kind 'cue_value')")
-        if tuple(d.get("cues", ())) != STORE_CUES:
+        if not isinstance(d.get("cues"), list) or tuple(d["cues"]) != STORE_CUES:
             raise ParameterError(f"{source}: its cues {d.get('cues')} are not this memlib's {list(STORE_CUES)}")
         try:
             return cls(d["weights"], d.get("interactions", False), d.get("quantiles"), d.get("info"))
         except KeyError as exc:
             raise ParameterError(f"{source}: missing {exc}") from None
-        except ParameterError as exc:
+        except (ParameterError, TypeError, ValueError) as exc:
             raise ParameterError(f"{source}: {exc}") from None
 
     def __eq__(self, other) -> bool:
@@ -304,6 +325,16 @@ def load_defaults(path=None) -> dict:
         raise ParameterError(f"{path}: not JSON ({exc})") from None
     if not isinstance(d, dict) or d.get("format") != "memlib-defaults" or "policy" not in d or "value" not in d:
         raise ParameterError(f"{path}: not a memlib defaults file (format, policy and value expected)")
+    policy = d["policy"]
+    keys = ("keep_top_value", "beta", "value_weight", "mood_weight")
+    if not isinstance(policy, dict) or sorted(policy) != sorted(keys):
+        raise ParameterError(f"{path}: policy must hold exactly {', '.join(keys)}")
+    if not isinstance(policy["keep_top_value"], bool):
+        raise ParameterError(f"{path}: policy keep_top_value must be true or false")
+    for k in keys[1:]:
+        x = policy[k]
+        if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x) or x < 0:
+            raise ParameterError(f"{path}: policy {k} must be a finite number >= 0, got {x!r}")
     out = dict(d, value=CueValue.from_dict(d["value"], source=f"{path}: value"))
     if path == DEFAULTS_PATH:
         _DEFAULTS.append(out)

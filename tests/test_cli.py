@@ -148,3 +148,24 @@ def test_annotate_command_reports_counts():
     assert s["inert_factors"] == ["value_alignment", "task_utility", "usage_history"]
     again = json.loads(run("annotate", "--dataset", "locomo", "--limit", "1", "--json").stdout)
     assert again["blind_cached"] and again["oracle_cached"]
+
+
+def test_defaults_command_measures_and_writes_a_defaults_file(tmp_path):
+    from memlib import datasets
+    from memlib.value import load_defaults
+
+    try:
+        datasets.resolve("locomo10.json", download=False)
+        datasets.load("longmemeval_s")
+    except datasets.DatasetError as exc:
+        pytest.skip(f"a dataset is not available: {exc}")
+    path = tmp_path / "defaults.json"
+    out = run("defaults", "--quick", "--json", "--write", str(path))
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert {r["config"] for r in rows} == {"defaults", "paper eq. 3"}
+    assert {r["dataset"] for r in rows} == {"locomo", "longmemeval_s"}
+    d = load_defaults(path)
+    assert set(d["policy"]) == {"keep_top_value", "beta", "value_weight", "mood_weight"}
+    assert d["measured"] == rows  # the file carries the held-out numbers it printed
+    assert not [p for p in tmp_path.iterdir() if p.name != "defaults.json"]  # written whole, no leftovers

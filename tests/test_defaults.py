@@ -43,20 +43,21 @@ def unbounded(h, E, **kw):
     return st
 
 
-@pytest.mark.parametrize("rule, beta", [("paper", 1.0), ("eq3", 10.0), ("value", 0.0)])
-def test_the_simulation_keeps_what_the_store_keeps_with_the_papers_value(rule, beta):
+@pytest.mark.parametrize("name, rule, beta", [("paper", "eq3", 1.0), ("eq3", "eq3", 10.0), ("value", "value", 0.0)])
+def test_the_simulation_keeps_what_the_store_keeps_with_the_papers_value(name, rule, beta):
     h, E = history()
     w = np.array([0.5, 1.0, 0.0, 0.7, 0.0, 1.2, 0.0])
     policy = {
         "paper": make_policy("paper"),
-        "eq3": ValuePolicy(beta=beta, keep_top_value=False, value_weight=0.0, mood_weight=0.0),
+        "eq3": ValuePolicy(beta=beta, value_weight=0.0, mood_weight=0.0),
         "value": ValuePolicy(keep_top_value=True, beta=1.0, value_weight=0.0, mood_weight=0.0),
-    }[rule]
+    }[name]
     store = S.replay(h, w, policy, 12, E, np.zeros(len(h)))
     full = unbounded(h, E, weights=w)
-    v = full.factors @ w
+    v = full.factors @ w  # eq. 3 reads the paper's V as the paper writes it
     kept = D.simulate_store(v, v / w.sum(), h["time"].to_numpy(), h["session"].to_numpy(), 12, rule, beta)
     assert np.flatnonzero(kept).tolist() == store.ids
+    assert 0 < len(store) <= 12
 
 
 def test_the_simulation_keeps_what_the_store_keeps_with_a_cue_value():
@@ -139,3 +140,67 @@ def test_a_defaults_file_that_is_not_one_is_refused(tmp_path):
 def test_forget_scores_name_an_unknown_rule():
     with pytest.raises(ParameterError, match="unknown forgetting rule 'lru'"):
         D.forget_scores(np.ones(2), np.ones(2), np.ones(2), "lru")
+
+
+def test_a_beta_asks_for_eq3_and_a_store_saved_with_the_old_policy_forgets_as_before(tmp_path):
+    # ValuePolicy(beta=...) means eq. 3; a store saved before the defaults (ValuePolicy with
+    # keep_top_value False) still applies eq. 3 to the paper's V, not to V-bar
+    assert not ValuePolicy(beta=5.0).keep_top_value
+    e = np.eye(384)
+    runs = []
+    for policy in (ValuePolicy(beta=1.0, value_weight=0.5, mood_weight=0.1), make_policy("paper")):
+        st = MemoryStore(weights=[4, 0, 0, 0, 0, 0, 0], policy=policy, merge_threshold=None)
+        for i, (t, emo) in enumerate([(0.0, 1.0), (15.0, 0.125), (20.0, 0.0)]):
+            st.add(f"turn {i}", time=t, session=f"s{i}", embedding=e[i], emotion=emo)
+        st.save(tmp_path / "s.npz")
+        runs.append(MemoryStore.load(tmp_path / "s.npz").consolidate(budget=2))
+    # by hand, age**0.7 / (1 + V) at day 20 with V = 4 * emotion: 20**0.7 / 5 = 1.63,
+    # 5**0.7 / 1.5 = 2.06, 0; on V-bar = emotion it would be 4.07, 2.74, 0 and turn 0 would go
+    assert runs == [[1], [1]]
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"weights": "abc"}, "value: a cue value needs 11 finite weights"),
+        ({"cues": None}, "value: its cues"),
+        ({"info": "x"}, "value: info must be a dict"),
+        ({"quantiles": {}}, "value: quantiles must be 101"),
+        ({"interactions": "false"}, "value: interactions must be true or false"),
+    ],
+)
+def test_a_tampered_value_in_a_store_file_names_the_file(tmp_path, change, message):
+    from memlib.store import StoreError
+
+    cv = CueValue(np.zeros(11), quantiles=np.linspace(0, 1, 101))
+    st = MemoryStore(value=cv)
+    st.add("hello there", time=0.0, embedding=np.eye(384)[0])
+    db = st.persist(tmp_path / "s.db")
+    db.close()
+    import sqlite3
+
+    con = sqlite3.connect(tmp_path / "s.db")
+    con.execute("UPDATE meta SET value = ? WHERE key = 'value'", (json.dumps({**cv.to_dict(), **change}),))
+    con.commit()
+    con.close()
+    with pytest.raises(StoreError, match=f"s.db: {message}"):
+        MemoryStore.open(tmp_path / "s.db")
+
+
+def test_a_defaults_file_with_a_bad_policy_names_the_file_and_the_key(tmp_path):
+    d = json.loads(open(__import__("memlib.value", fromlist=["x"]).DEFAULTS_PATH).read())
+    for policy, message in [
+        ({k: v for k, v in d["policy"].items() if k != "beta"}, "policy must hold exactly"),
+        ({**d["policy"], "beta": "x"}, "policy beta must be a finite number"),
+        ({**d["policy"], "keep_top_value": "false"}, "policy keep_top_value must be true or false"),
+    ]:
+        (tmp_path / "d.json").write_text(json.dumps({**d, "policy": policy}))
+        with pytest.raises(ParameterError, match=f"d.json: {message}"):
+            load_defaults(tmp_path / "d.json")
+
+
+def test_normalise_maps_a_flat_stretch_to_its_middle_and_the_default_is_read_only():
+    cv = CueValue(np.zeros(11), quantiles=np.r_[np.zeros(51), np.full(50, 1e6)])
+    assert cv.normalise([0.0])[0] == pytest.approx(0.25) and cv.normalise([1e6])[0] == pytest.approx(0.755)
+    with pytest.raises(ValueError):
+        load_defaults()["value"].weights[0] = 1.0

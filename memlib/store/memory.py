@@ -2,12 +2,21 @@
 
 :class:`MemoryStore` keeps the turns of one conversation. Each :meth:`~MemoryStore.add`
 annotates the turn causally with the seven factors (the same definitions as
-:mod:`memlib.factors` in the blind regime) and gives it an encoding tier from its
-normalised value. :meth:`~MemoryStore.consolidate` ends a session: it fixes the
-session's goal anchor (the centroid of the session's user turns), then drops the
-items with the highest forget score (eq. 3) until the budget holds.
-:meth:`~MemoryStore.retrieve` ranks the retained items for a query and counts the
-retrieval, so the usage-history factor becomes live.
+:mod:`memlib.factors` in the blind regime) and its text cues, and gives it an encoding
+tier from its normalised value. :meth:`~MemoryStore.consolidate` ends a session: it fixes
+the session's goal anchor (the centroid of the session's user turns), then drops the
+items with the highest forget score until the budget holds (by default the lowest value
+goes first; ``make_policy("paper")`` is eq. 3). :meth:`~MemoryStore.retrieve` ranks the
+retained items for a query and counts the retrieval.
+
+The default value (:data:`memlib.cues.STORE_CUES`, learned) reads the role, the text cues
+and the goal, self and emotion factors. Task utility (``add(task_utility=...)``), value
+alignment (``value_profile=``) and the usage count (retrievals, merges) enter the paper's
+value ``V = f @ w`` (``MemoryStore(weights=...)``), and the usage count also eq. 3's
+``1 / (1 + r)``; the default store records them but its value and rule do not read them.
+Between a session's turns and its consolidation, goal relevance is provisional (the
+anchor so far), so ``items()`` and ``retrieve`` may show a value that the consolidation
+then fixes; ``explain`` and dry runs show the fixed one.
 
 What users of memory libraries ask for is built in: pinned items are never
 forgotten (:meth:`~MemoryStore.pin`), an item can expire (``add(..., expires=...)``),
@@ -31,15 +40,20 @@ the one interface :class:`~memlib.store.protocol.Policy`.
 >>> def vec():
 ...     v = rng.normal(size=384)
 ...     return v / np.linalg.norm(v)
->>> store = MemoryStore(policy=ValuePolicy(beta=5.0))
+>>> store = MemoryStore()   # the measured defaults (memlib/defaults.json): drop the lowest value
 >>> for day, text in enumerate(["I am terribly allergic to peanuts!", "Nice weather.", "My sister is Ana."]):
 ...     _ = store.add(text, role="user", time=float(day), embedding=vec())
->>> store.consolidate(budget=2, now=10.0)   # the oldest item survives: its value resists
+>>> store.consolidate(budget=2, now=10.0)   # the small talk goes, although it is not the oldest
 [1]
 >>> [item["text"] for item in store.items()]
 ['I am terribly allergic to peanuts!', 'My sister is Ana.']
->>> store.tiers().tolist()   # V / sum(w): the three inert factors hold the default weights down
+>>> store.tiers().tolist()   # V-bar: each value's place among the values the default was learned on
 ['semantic', 'semantic']
+>>> eq3 = MemoryStore(weights=[0, 0, 0, 0, 1, 0, 0], policy=ValuePolicy(beta=5.0))   # eq. 3, V = task utility
+>>> for day, utility in enumerate([1.0, 0.0]):
+...     _ = eq3.add(f"turn {day}", time=float(day), embedding=vec(), task_utility=utility)
+>>> eq3.consolidate(budget=1, now=10.0)   # the older item survives: its value resists
+[1]
 
 Pinning, expiry and a near-duplicate:
 
@@ -233,7 +247,8 @@ class MemoryStore:
         Forgetting and retrieval rules (default :class:`ValuePolicy`, with the measured
         defaults; ``make_policy("paper")`` is the paper's eq. 3 with ``beta = 1``).
     value_profile : array_like, shape (384,), optional
-        Embedding of the agent's value profile; makes value alignment live.
+        Embedding of the agent's value profile; makes the value-alignment factor live
+        (read by the paper's value; the default cue value does not read it).
     embedder : callable, optional
         ``embedder(list of str) -> (n, 384)`` array-like, one embedding per text,
         used when :meth:`add`, :meth:`add_many`, :meth:`retrieve` or
@@ -1030,7 +1045,7 @@ class MemoryStore:
             E = self._embed([calls[i]["text"] for i in need])
             for j, i in enumerate(need):
                 calls[i]["embedding"] = E[j]
-        emotion, text_valence = emotion_and_valence([kw["text"] for kw in calls])
+        emotion, text_valence = emotion_and_valence([kw["text"] for kw in calls], workers=1)  # no fork in an agent
         for i, kw in enumerate(calls):
             if kw.get("emotion") is None:
                 kw["emotion"] = float(emotion[i])

@@ -37,10 +37,10 @@ class ValuePolicy(Policy):
     """One value for forgetting and retrieval, with the store's measured defaults.
 
     Forgetting: with ``keep_top_value`` the item with the lowest normalised value
-    ``V-bar`` goes first; otherwise eq. 3 on ``V-bar``, ``age**0.7 / (1 + r) / (1 + beta
-    * V-bar)`` with age in days at consolidation time. ``V-bar`` (the store's
-    :meth:`~memlib.store.MemoryStore.normalised_values`, in [0, 1]) rather than ``V``, so
-    that ``beta`` means the same for any value, the paper's or a learned cue value.
+    ``V-bar`` goes first; otherwise eq. 3, ``age**0.7 / (1 + r) / (1 + beta * V)`` with
+    age in days at consolidation time, on the paper's ``V = f @ w`` as the paper writes it,
+    or on ``V-bar`` (the store's :meth:`~memlib.store.MemoryStore.normalised_values`, in
+    [0, 1]) for a learned cue value, which can be negative.
 
     Retrieval: ``sim + value_weight * V-bar + mood_weight * mood`` where ``sim =
     (1 + cos(query, item)) / 2`` and mood congruence ``mood = 1 - |valence(query) -
@@ -49,7 +49,12 @@ class ValuePolicy(Policy):
     A parameter left at ``None`` takes its measured default from ``memlib/defaults.json``
     (:func:`memlib.value.load_defaults`): the rule and constants that kept the most gold
     evidence, and the mix that retrieved it best, on held-out LoCoMo and LongMemEval-S
-    histories (:mod:`memlib.studies.defaults`). The paper's own rule is :class:`PaperPolicy`.
+    histories (:mod:`memlib.studies.defaults`). A ``beta`` given without ``keep_top_value``
+    asks for eq. 3 (``beta`` means nothing to the drop-by-value rule). The paper's own rule
+    is :class:`PaperPolicy`.
+
+    >>> ValuePolicy(beta=5.0).keep_top_value, ValuePolicy(beta=5.0, keep_top_value=True).keep_top_value
+    (False, True)
     """
 
     name = "learned_V"
@@ -63,6 +68,8 @@ class ValuePolicy(Policy):
     ):
         from memlib.value import load_defaults
 
+        if beta is not None and keep_top_value is None:
+            keep_top_value = False
         d = load_defaults()["policy"] if None in (beta, value_weight, mood_weight, keep_top_value) else {}
         self.beta = check_positive("beta", d["beta"] if beta is None else beta, allow_zero=True)
         self.value_weight = check_positive(
@@ -74,10 +81,10 @@ class ValuePolicy(Policy):
         self.keep_top_value = bool(d["keep_top_value"] if keep_top_value is None else keep_top_value)
 
     def forget_scores(self, store, now):
-        v_bar = store.normalised_values()
         if self.keep_top_value:
-            return -v_bar
-        return forget_score(np.maximum(now - store._time, 0.0), store._retrievals, v_bar, beta=self.beta)
+            return -store.normalised_values()
+        v = store.values() if store.value_model is None else store.normalised_values()
+        return forget_score(np.maximum(now - store._time, 0.0), store._retrievals, v, beta=self.beta)
 
     def retrieval_scores(self, store, query_vec, query_valence, now):
         mood = 1.0 - np.abs(query_valence - store._valence) / 2.0
@@ -106,10 +113,6 @@ class PaperPolicy(ValuePolicy):
 
     def __init__(self, beta: float = 1.0):
         super().__init__(beta=beta, value_weight=0.5, mood_weight=0.1, keep_top_value=False)
-
-    def forget_scores(self, store, now):
-        v = store.values() if store.value_model is None else store.normalised_values()
-        return forget_score(np.maximum(now - store._time, 0.0), store._retrievals, v, beta=self.beta)
 
     def config(self):
         return {"beta": self.beta}

@@ -55,7 +55,9 @@ LEARNERS = LINEAR_LEARNERS + NONLINEAR_LEARNERS
 #: The paper's value: seven factors, non-negative weights, Algorithm 1.
 PAPER_MODEL = "paper_factors"
 #: The cue models: every cue, and every cue but the position group.
-CUE_MODELS = ("cues", "cues_no_position")
+CUE_MODELS = ("cues", "cues_no_position", "cues_user")
+#: Models fit by some learners only (the others by every learner of :data:`LEARNERS`).
+MODEL_LEARNERS = {"cues_user": ("surrogate",)}
 #: Keep fractions of the curve against the paper's value.
 CURVE_FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5)
 #: At most this many groups: also run leave-one-group-out (LoCoMo: 10 conversations).
@@ -79,10 +81,25 @@ class CueData:
             self.calibrated = self.raw.calibrated()
 
     def table(self, calibrated: bool, model: str = "cues") -> CueTable:
-        """The cue table a model reads (``cues_no_position`` drops the position group)."""
+        """The cue table a model reads.
+
+        ``cues``: every cue; ``cues_no_position`` drops the position group; ``cues_user`` drops
+        it too and adds each remaining cue times ``is_user`` (raw, 0 or 1), so that a user's
+        turn and an assistant's can weigh a cue differently (a constant ``is_user``, as in
+        person-person chat, makes the products copies of the cues).
+        """
         check_choice("model", model, CUE_MODELS)
         t = self.calibrated if calibrated else self.raw
-        return t.select(drop_groups=(POSITION_GROUP,)) if model == "cues_no_position" else t
+        if model == "cues":
+            return t
+        t = t.select(drop_groups=(POSITION_GROUP,))
+        if model == "cues_no_position":
+            return t
+        user = self.raw.values[..., self.raw.names.index("is_user")][..., None]
+        others = [i for i, n in enumerate(t.names) if n != "is_user"]
+        values = np.concatenate([t.values, user * t.values[..., others]], axis=-1)
+        names = t.names + tuple(f"user*{t.names[i]}" for i in others)
+        return CueTable(values, names, t.length, t.calibrated_, t.seconds, t.n_turns)
 
     def subset(self, idx) -> tuple[CaseSet, CueData]:
         """The cases at ``idx`` and their histories' cues."""
@@ -258,6 +275,8 @@ def evaluate(
         for calibrated in calibrations:
             for model in models:
                 for learner in learners:
+                    if learner not in MODEL_LEARNERS.get(model, LEARNERS):
+                        continue
                     score, w = fit_cue_model(
                         learner, train, _table_of(calibrated, model), keep_fraction, int(seeds[s]), quick
                     )

@@ -15,8 +15,9 @@ LongMemEval-S together:
 * the candidates are the value models (the paper's seven factors with weights learned by
   Algorithm 1 on the training half; the store cues of :data:`memlib.cues.STORE_CUES`
   learned by the pairwise surrogate; the same with each cue times ``is_user``), the
-  forgetting rules (the paper's eq. 3 with ``beta = 1`` on ``V``; eq. 3 on ``V-bar`` with
-  ``beta`` in :data:`BETAS`; dropping the lowest value first) and the retrieval mixes
+  forgetting rules (eq. 3 with ``beta`` in :data:`BETAS`, on the paper's ``V`` or on a cue
+  value's ``V-bar``, which can be negative; ``beta = 1`` on the paper's value is the paper's
+  rule; or dropping the lowest value first) and the retrieval mixes
   ``sim + a * V-bar + b * mood`` over :data:`VALUE_WEIGHTS` and :data:`MOOD_WEIGHTS`;
 * a configuration is chosen by its mean over the two datasets on the training half, so
   that neither corpus decides alone (each dataset's mass also weighs the same in the fit).
@@ -55,28 +56,29 @@ from memlib.studies._common import learner_settings
 DATASETS = ("locomo", "longmemeval_s")
 #: Value models: the paper's factors, the store cues, the store cues with their user interactions.
 VALUE_MODELS = ("paper_factors", "cues", "cues_user")
-#: ``beta`` of eq. 3 on ``V-bar`` (the paper's rule is ``beta = 1`` on ``V``).
+#: ``beta`` of eq. 3 (the paper's rule is ``beta = 1`` on the paper's ``V``).
 BETAS = (1.0, 10.0, 100.0, 1000.0)
 #: Retrieval mixes: ``sim + a * V-bar + b * mood``.
 VALUE_WEIGHTS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.5)
 MOOD_WEIGHTS = (0.0, 0.05, 0.1)
+#: The paper's configuration: its value, eq. 3 with ``beta = 1``.
+PAPER = ("paper_factors", "eq3", 1.0)
 #: Recall is scored at this k when choosing the retrieval mix.
 K = 10
 
 
 def forget_scores(v, v_bar, age, rule: str, beta: float = 1.0) -> np.ndarray:
-    """Forget scores of one consolidation (higher goes first).
+    """Forget scores of one consolidation (higher goes first), as :class:`memlib.store.ValuePolicy` scores.
 
-    ``paper``: eq. 3, ``age**0.7 / (1 + beta * V)``; ``eq3``: the same on ``V-bar``;
-    ``value``: ``-V-bar`` (the lowest value goes first, age aside). Usage is 0 in a replay.
+    ``eq3``: eq. 3, ``age**0.7 / (1 + beta * v)``, where ``v`` is the value on eq. 3's scale
+    (the paper's ``V``, or a cue value's ``V-bar``); ``value``: ``-V-bar`` (the lowest value
+    goes first, age aside). Usage is 0 in a replay.
     """
-    if rule == "paper":
-        return age**RECENCY_EXPONENT / (1.0 + beta * v)
     if rule == "eq3":
-        return age**RECENCY_EXPONENT / (1.0 + beta * v_bar)
+        return age**RECENCY_EXPONENT / (1.0 + beta * v)
     if rule == "value":
         return -v_bar
-    raise ParameterError(f"unknown forgetting rule {rule!r}; choose paper, eq3 or value")
+    raise ParameterError(f"unknown forgetting rule {rule!r}; choose eq3 or value")
 
 
 def simulate_store(v, v_bar, time, session, budget: int, rule: str, beta: float = 1.0) -> np.ndarray:
@@ -85,7 +87,8 @@ def simulate_store(v, v_bar, time, session, budget: int, rule: str, beta: float 
     Parameters
     ----------
     v, v_bar : ndarray, shape (n,)
-        Each turn's value and normalised value (fixed once its session ends, as in the store).
+        Each turn's value on eq. 3's scale and its normalised value (fixed once its session
+        ends, as in the store; see :func:`forget_scores`).
     time : ndarray, shape (n,)
         Days, non-decreasing.
     session : ndarray, shape (n,)
@@ -216,9 +219,9 @@ def learn_values(train: list[History], keep_fraction: float, seed: int = 0, quic
 
 
 def _cue_fn(cv):
-    def fn(h: History, g: int, n: int):
-        v = cv(h.cues[g, :n])
-        return v, cv.normalise(v)
+    def fn(h: History, g: int, n: int):  # eq. 3 reads V-bar: a cue value can be negative
+        v_bar = cv.normalise(cv(h.cues[g, :n]))
+        return v_bar, v_bar
 
     return fn
 
@@ -234,8 +237,8 @@ def _paper_fn(w):
 
 
 def configurations() -> list[tuple[str, str, float]]:
-    """``(value model, rule, beta)`` of every forgetting candidate (``paper`` only with the paper's value)."""
-    out = [("paper_factors", "paper", 1.0)]
+    """``(value model, rule, beta)`` of every forgetting candidate; :data:`PAPER` is one of them."""
+    out = []
     for m in VALUE_MODELS:
         out += [(m, "eq3", b) for b in BETAS] + [(m, "value", 0.0)]  # beta plays no part in "value"
     return out
@@ -344,6 +347,7 @@ def evaluate_fold(train: list[History], test: list[History], keep_fraction: floa
                             "split": split,
                             "metric": "retention",
                             "value": retention_per_case(h.cases, kept),
+                            "group": h.cases.groups,
                         }
                     )
                 )
@@ -369,6 +373,7 @@ def evaluate_fold(train: list[History], test: list[History], keep_fraction: floa
                                     "split": split,
                                     "metric": metric,
                                     "value": vals,
+                                    "group": h.cases.groups,
                                 }
                             )
                         )
@@ -378,26 +383,37 @@ def evaluate_fold(train: list[History], test: list[History], keep_fraction: floa
     # the paper's configuration: eq. 3 with beta = 1 and its retrieval weights, on the same kept sets
     paper_rows = []
     for h in test:
-        kept, vbar = kept_of[("held_out", h.name, "paper_factors", "paper", 1.0)]
+        kept, vbar = kept_of[("held_out", h.name, *PAPER)]
         ra, rall = recall_per_case(h, kept, vbar, 0.5, 0.1)
         for metric, vals in ((f"recall_any@{K}", ra), (f"recall_all@{K}", rall)):
-            paper_rows.append(pd.DataFrame({"dataset": h.name, "metric": metric, "value": vals}))
+            paper_rows.append(
+                pd.DataFrame({"dataset": h.name, "metric": metric, "value": vals, "group": h.cases.groups})
+            )
     return forget, retr, {**choice, **mix}, values, pd.concat(paper_rows, ignore_index=True)
 
 
 def _summ(per_case: pd.DataFrame, keys: list[str], n_boot: int, seed: int) -> pd.DataFrame:
+    """Means per ``keys``; held-out rows get a 95% bootstrap interval that resamples whole groups.
+
+    A group is a conversation (LoCoMo: about 200 questions on one history) or a question
+    (LongMemEval), so questions that share a history are resampled together.
+    """
     rng = np.random.default_rng(seed)
     out = []
     for key, g in per_case.groupby(keys, sort=False, dropna=False):
         x = g["value"].to_numpy()
         row = dict(zip(keys, key))
         row["mean"] = float(x.mean())
-        if row.get("split", "held_out") == "held_out" and len(x) > 1:
-            boots = x[rng.integers(0, len(x), (n_boot, len(x)))].mean(axis=1)
+        codes, groups = pd.factorize(g["group"])
+        if row.get("split", "held_out") == "held_out" and len(groups) > 1:
+            sums, counts = np.bincount(codes, x), np.bincount(codes)
+            pick = rng.integers(0, len(groups), (n_boot, len(groups)))
+            boots = sums[pick].sum(axis=1) / counts[pick].sum(axis=1)
             row["ci_low"], row["ci_high"] = np.percentile(boots, [2.5, 97.5])
         else:
             row["ci_low"] = row["ci_high"] = math.nan
         row["n_questions"] = len(x)
+        row["n_groups"] = len(groups)
         out.append(row)
     return pd.DataFrame(out)
 
@@ -425,42 +441,18 @@ def defaults_study_on(
     chosen = pd.DataFrame(chosen)
     # held-out numbers of the cross-fitted choice: each fold's questions under its own fold's choice
     head = []
+    cols = ["dataset", "config", "metric", "value", "group"]
     for h in hs:
         for f, ch in chosen.set_index("fold").iterrows():
             sel = forget[(forget["fold"] == f) & (forget["split"] == "held_out") & (forget["dataset"] == h.name)]
             ours = sel[(sel["value_model"] == ch["value_model"]) & (sel["rule"] == ch["rule"])]
             ours = ours[ours["beta"] == ch["beta"]]
-            paper = sel[(sel["value_model"] == "paper_factors") & (sel["rule"] == "paper")]
-            head.append(
-                pd.DataFrame(
-                    {"dataset": h.name, "config": "defaults", "metric": "retention", "value": ours["value"].to_numpy()}
-                )
-            )
-            head.append(
-                pd.DataFrame(
-                    {
-                        "dataset": h.name,
-                        "config": "paper eq. 3",
-                        "metric": "retention",
-                        "value": paper["value"].to_numpy(),
-                    }
-                )
-            )
+            paper = sel[(sel["value_model"] == PAPER[0]) & (sel["rule"] == PAPER[1]) & (sel["beta"] == PAPER[2])]
+            head += [ours.assign(config="defaults")[cols], paper.assign(config="paper eq. 3")[cols]]
             rsel = retr[(retr["fold"] == f) & (retr["split"] == "held_out") & (retr["dataset"] == h.name)]
             rsel = rsel[(rsel["value_weight"] == ch["value_weight"]) & (rsel["mood_weight"] == ch["mood_weight"])]
-            for metric, g in rsel.groupby("metric"):
-                head.append(
-                    pd.DataFrame(
-                        {"dataset": h.name, "config": "defaults", "metric": metric, "value": g["value"].to_numpy()}
-                    )
-                )
             p = papers[f]
-            for metric, g in p[p["dataset"] == h.name].groupby("metric"):
-                head.append(
-                    pd.DataFrame(
-                        {"dataset": h.name, "config": "paper eq. 3", "metric": metric, "value": g["value"].to_numpy()}
-                    )
-                )
+            head += [rsel.assign(config="defaults")[cols], p[p["dataset"] == h.name].assign(config="paper eq. 3")[cols]]
     headline = _summ(pd.concat(head, ignore_index=True), ["dataset", "metric", "config"], 1000, seed)
     info = {
         "datasets": [h.name for h in hs],
@@ -496,12 +488,25 @@ def defaults_study(
 
 
 def choose_defaults(
-    hs: list[History], keep_fraction: float = 0.3, seed: int = 0, measured: DefaultsResult | None = None
+    hs: list[History],
+    keep_fraction: float = 0.3,
+    seed: int = 0,
+    measured: DefaultsResult | None = None,
+    sample: int | None = None,
+    quick: bool = False,
 ) -> dict:
-    """The defaults file's content: the choice made on *all* histories, and the held-out numbers."""
+    """The defaults file's content: the choice made on *all* histories, and the held-out numbers.
+
+    The file holds a cue value: if the paper's seven-factor value won, there is no cue value to
+    ship and a :class:`~memlib._checks.ParameterError` says so (the store would then need the
+    paper's weights as its default, a decision for a person, not for this function).
+    """
     fo, re_, choice, values, _ = evaluate_fold(hs, hs, keep_fraction, seed, quick=False)
     model = choice["value_model"]
-    value = values["cues"]["_value"] if model == "paper_factors" else values[model]["_value"]
+    if model not in ("cues", "cues_user"):
+        raise ParameterError(
+            f"the {model} value kept the most gold; the defaults file holds a cue value, so it was not written"
+        )
     rule = choice["rule"]
     return {
         "format": "memlib-defaults",
@@ -509,6 +514,9 @@ def choose_defaults(
         "made_by": "python -m memlib defaults --write",
         "made_at": _time.strftime("%Y-%m-%d"),
         "datasets": [h.name for h in hs],
+        "histories": {h.name: int(h.cases.n_haystacks) for h in hs},
+        "sample": sample,  # the histories it was run on: a seeded sample of each dataset, or all (None)
+        "quick": bool(quick),
         "keep_fraction": keep_fraction,
         "policy": {
             "keep_top_value": rule == "value",
@@ -517,8 +525,10 @@ def choose_defaults(
             "mood_weight": float(choice["mood_weight"]),
         },
         "value_model": model,
-        "value": value.to_dict(),
-        "measured": None if measured is None else json.loads(measured.headline.to_json(orient="records")),
+        "value": values[model]["_value"].to_dict(),
+        "measured": None
+        if measured is None
+        else json.loads(measured.headline.to_json(orient="records", double_precision=15)),
     }
 
 
@@ -527,6 +537,7 @@ __all__ = [
     "DATASETS",
     "DefaultsResult",
     "FACTORS",
+    "PAPER",
     "choose_defaults",
     "defaults_study",
     "defaults_study_on",
