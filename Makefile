@@ -26,7 +26,9 @@ $(STAMP): requirements.txt pyproject.toml
 
 # `make` is the quick main job: the paper study (LongMemEval-S) runs on a random sample of
 # PAPER_SAMPLE questions, and the defaults study (LoCoMo and LongMemEval-S, chapter 06) on the same
-# sample of LongMemEval-S (so a fresh clone embeds those haystacks once) and all of LoCoMo.
+# sample of LongMemEval-S (so a fresh clone embeds those haystacks once) and all of LoCoMo; the
+# cue study (chapter 09) learns on the same sample for its transfer to LoCoMo. The chapters run
+# the same registered studies with the same parameters, so the book reads these results.
 # `make paper` runs both, and the book's chapters 06 and 08, on all of them.
 PAPER_SAMPLE := 8
 DEFAULTS_SAMPLE := $(PAPER_SAMPLE)
@@ -34,9 +36,11 @@ ifeq ($(PAPER),1)
 export MEMLIB_PAPER := 1
 PAPER_ARGS :=
 DEFAULTS_ARGS :=
+CUES_ARGS := --transfer-from longmemeval_s
 else
 PAPER_ARGS := --sample $(PAPER_SAMPLE)
 DEFAULTS_ARGS := --sample $(DEFAULTS_SAMPLE)
+CUES_ARGS := --transfer-from longmemeval_s --transfer-sample $(PAPER_SAMPLE)
 endif
 
 .PHONY: all install studies book test clean lab lint paper
@@ -53,6 +57,7 @@ studies: install
 	  echo "study $$study"; \
 	  args=""; if [ "$$study" = paper ]; then args="$(PAPER_ARGS)"; fi; \
 	  if [ "$$study" = defaults ]; then args="$(DEFAULTS_ARGS)"; fi; \
+	  if [ "$$study" = cues ]; then args="$(CUES_ARGS)"; fi; \
 	  $(PY) -m memlib study $$study $$args --json > results/$$study.json.tmp && mv results/$$study.json.tmp results/$$study.json || exit 1; \
 	done
 

@@ -109,7 +109,7 @@ STUDIES: dict[str, Study] = {
         Study("defaults", defaults.defaults_study, "table", "06_memory_store.md"),
         Study("optimisers", optimisers.optimiser_comparison, "summary", "07_optimisers.md"),
         Study("paper", reproduction.reproduce, "table", "08_longmemeval.md"),
-        Study("cues", cues.cue_rows, "summary", "09_cues.md"),
+        Study("cues", cues.cue_study, "summary", "09_cues.md"),
     )
 }
 
