@@ -154,3 +154,20 @@ def test_a_direct_question_retrieves_its_fact_first(s):
     for question, answer in s.questions:
         got = [r["text"] for r in store.retrieve(question, k=3, update=False)]
         assert got[0] == answer, f"{question!r} retrieved {got}"
+
+
+def test_the_default_tiers_spread_over_a_conversation():
+    """Encoding tiers say something: the default value's V-bar is its place among the training turns'
+    values, so a conversation's turns fall into several tiers, and the facts sit deeper than the filler
+    on average. (Not every fact: a short one like "I am allergic to peanuts." is shallow; the budget,
+    relative to the other items, is what keeps it.)"""
+    store = MemoryStore()
+    turns = [(text, role, f"{s.name}/{session}") for s in SCENARIOS for text, role, _, session in s.turns]
+    for k, (text, role, session) in enumerate(turns):  # one conversation after another, a minute apart
+        store.add(text, role=role, time=k / 1440, session=session)
+    tiers = {item["text"]: item["tier"] for item in store.items()}
+    assert len(set(tiers.values())) >= 3
+    order = {"shallow": 0, "semantic": 1, "schematic": 2, "meta": 3}
+    facts = [order[tiers[t]] for s in SCENARIOS for t in s.keep]
+    filler = [order[tiers[t]] for t in ("lol ok", "lol", "ok cool", "haha yeah") if t in tiers]
+    assert max(filler) == 0 and sum(facts) / len(facts) > 2
