@@ -26,7 +26,8 @@ $(STAMP): requirements.txt pyproject.toml
 
 # `make` is the quick main job: the paper study (LongMemEval-S) runs on a random sample of
 # PAPER_SAMPLE questions, and the defaults study (LoCoMo and LongMemEval-S, chapter 06) on the same
-# sample of LongMemEval-S (so a fresh clone embeds those haystacks once) and all of LoCoMo; the
+# seeded sample of each (the same LongMemEval-S questions, so a fresh clone embeds those haystacks
+# once; PAPER_SAMPLE of LoCoMo's 10 conversations); the
 # cue study (chapter 09) learns on the same sample for its transfer to LoCoMo. The chapters run
 # the same registered studies with the same parameters, so the book reads these results.
 # `make paper` runs both, and the book's chapters 06 and 08, on all of them.
