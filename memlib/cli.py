@@ -202,8 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument(
         "--embedding",
         default="fast",
-        help="fast (128 word pieces, default; LongMemEval-S cold took about 1.5 hours on 2 busy cores) "
-        "or reference (256, the paper's; about twice as long)",
+        help="fast (128 word pieces, default; LongMemEval-S cold: about an hour on 2 idle cores, "
+        "projected from a sample) or reference (256, the paper's; about twice as long)",
     )
     a.add_argument("--device", default=None, help="cpu, cuda or mps (default: what the machine has)")
     a.add_argument("--regime", choices=["blind", "oracle", "both"], default="both")
