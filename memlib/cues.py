@@ -107,6 +107,8 @@ _PAPER_COLUMNS = {"goal": FACTORS.index("goal_relevance"), "self": FACTORS.index
 #: already forgotten, and the position and time cues describe where a benchmark put its evidence or
 #: the moment of the decision, so they are left out (see :mod:`memlib.studies.defaults`).
 STORE_CUES = ("is_user", *TEXT_CUES, "goal", "self", "emotion")
+#: Columns of :data:`memlib.FACTORS` that hold the last three store cues (goal, self, emotion).
+STORE_FACTOR_COLUMNS = [_PAPER_COLUMNS[k] for k in ("goal", "self", "emotion")]
 
 # The hedge and first-person lexicons are those of memlib.factors.reliability (the extended factor set).
 _HEDGE_WORDS = frozenset({"maybe", "might", "perhaps", "probably", "possibly"})
@@ -414,9 +416,16 @@ def store_cues(texts, roles, factors) -> np.ndarray:
         raise ParameterError(
             f"store_cues needs one text and one role per factor row ({n}), got {len(texts)}, {len(roles)}"
         )
-    user = np.array([r == "user" for r in roles], dtype=np.float64).reshape(n, 1)
-    paper = factors[:, [_PAPER_COLUMNS[k] for k in ("goal", "self", "emotion")]]
-    return np.hstack([user, text_cues(texts).astype(np.float64).reshape(n, len(TEXT_CUES)), paper])
+    return np.hstack([text_role_cues(texts, roles), factors[:, STORE_FACTOR_COLUMNS]])
+
+
+def text_role_cues(texts, roles) -> np.ndarray:
+    """``is_user`` and the text cues of each item, shape (n, 8): the first 8 of :data:`STORE_CUES`.
+
+    The part of the store cues the factors do not hold (:func:`store_cues` adds the rest).
+    """
+    user = np.array([r == "user" for r in roles], dtype=np.float64).reshape(-1, 1)
+    return np.hstack([user, text_cues(texts).astype(np.float64).reshape(len(user), len(TEXT_CUES))])
 
 
 def cue_table(seconds: dict | None = None, n_turns: int = 0) -> pd.DataFrame:

@@ -83,7 +83,7 @@ import pandas as pd
 
 from memlib import FACTORS
 from memlib._checks import ParameterError, check_choice, check_int
-from memlib.cues import TEXT_CUES, text_cues
+from memlib.cues import STORE_FACTOR_COLUMNS, TEXT_CUES, text_role_cues
 from memlib.factors import emotion_and_valence, reliability
 from memlib.store.policies import POLICIES, ValuePolicy
 from memlib.store.protocol import Policy
@@ -92,8 +92,6 @@ from memlib.value import check_weights, encoding_tier
 
 _FI = {f: i for i, f in enumerate(FACTORS)}
 _GOAL, _USAGE = _FI["goal_relevance"], _FI["usage_history"]
-#: Factor columns of the paper cues (goal, self, emotion), in :data:`memlib.cues.STORE_CUES` order.
-_PAPER_CUE_COLUMNS = [_FI["goal_relevance"], _FI["self_relevance"], _FI["emotional_intensity"]]
 #: Default cosine at or above which a new turn merges into the stored item it repeats.
 MERGE_THRESHOLD = 0.95
 _UNSET = object()
@@ -158,14 +156,8 @@ def _unit_interval(name: str, x) -> float:
 
 #: Per-item arrays held in memory only, recomputed from the stored texts and roles on load:
 #: ``is_user`` and the text cues, the part of :data:`memlib.cues.STORE_CUES` the factors do not hold.
-_DERIVED = {"static_cues": (np.float64, (1 + len(TEXT_CUES),))}
+_DERIVED = {"static_cues": (np.float64, (1 + len(TEXT_CUES),))}  # memlib.cues.text_role_cues
 _ARRAYS = {**ITEM_ARRAYS, **_DERIVED}
-
-
-def static_cues(texts, roles) -> np.ndarray:
-    """``is_user`` and the text cues of each item, shape (n, 8) (the first 8 of :data:`memlib.cues.STORE_CUES`)."""
-    user = np.array([r == "user" for r in roles], dtype=np.float64).reshape(-1, 1)
-    return np.hstack([user, text_cues(texts).astype(np.float64).reshape(len(user), len(TEXT_CUES))])
 
 
 class _Columns:
@@ -483,7 +475,7 @@ class MemoryStore:
                 "tokens": count_tokens(text),
                 "embeddings": e.astype(np.float32),
                 "factors": np.clip(f, 0.0, 1.0),
-                "static_cues": static_cues([text], [role])[0],
+                "static_cues": text_role_cues([text], [role])[0],
             },
             "lists": (text, role, speaker, session),
         }
@@ -771,7 +763,7 @@ class MemoryStore:
             if len(hit):
                 f[_GOAL] = values[hit[0]]
         if self.value_model is not None:
-            x = np.concatenate([self._cols.view("static_cues")[i], f[_PAPER_CUE_COLUMNS]])
+            x = np.concatenate([self._cols.view("static_cues")[i], f[STORE_FACTOR_COLUMNS]])
             names, contrib = self.value_model.feature_names, self.value_model.contributions(x[None])[0]
         else:
             names, contrib = FACTORS, f * self.weights
@@ -854,7 +846,7 @@ class MemoryStore:
     @property
     def cues(self) -> np.ndarray:
         """(n, 11) store cues of the retained items (:data:`memlib.cues.STORE_CUES`), what a cue value reads."""
-        return np.hstack([self._cols.view("static_cues"), self._factors[:, _PAPER_CUE_COLUMNS]])
+        return np.hstack([self._cols.view("static_cues"), self._factors[:, STORE_FACTOR_COLUMNS]])
 
     def values(self) -> np.ndarray:
         """Value of every retained item: ``V = f @ w``, or the store's cue value."""
@@ -1300,7 +1292,7 @@ class MemoryStore:
         self._session_sum = np.array(sums["session"], np.float64)
         self._session_all_sum = np.array(sums["session_all"], np.float64)
         self._speaker_sums = {k: np.array(v, np.float64) for k, v in sums["speakers"].items()}
-        self._cols.replace({**items, "static_cues": static_cues(items["texts"], items["roles"])})
+        self._cols.replace({**items, "static_cues": text_role_cues(items["texts"], items["roles"])})
         self._texts, self._roles = list(items["texts"]), list(items["roles"])
         self._speakers, self._sessions = list(items["speakers"]), list(items["sessions"])
 

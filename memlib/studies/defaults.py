@@ -51,6 +51,7 @@ from memlib.forgetting import RECENCY_EXPONENT
 from memlib.learning import fit_cue_value, hill_climb, retention_mass
 from memlib.metrics import RetentionEvaluator
 from memlib.studies._common import learner_settings
+from memlib.studies.stream import two_folds
 
 #: Datasets the defaults are measured on (two kinds of conversation: person-person and user-assistant).
 DATASETS = ("locomo", "longmemeval_s")
@@ -313,13 +314,6 @@ class DefaultsResult:
     info: dict = field(default_factory=dict)
 
 
-def _folds(h: History, seed: int) -> np.ndarray:
-    groups = h.cases.groups
-    perm = np.random.default_rng(seed).permutation(np.unique(groups))
-    fold_of = {gr: i % 2 for i, gr in enumerate(perm)}
-    return np.array([fold_of[gr] for gr in groups])
-
-
 def _choose(rows: pd.DataFrame, keys: list[str], metric: str) -> dict:
     """The configuration with the best mean over datasets of ``metric`` (ties: the first listed)."""
     m = rows[rows["metric"] == metric].groupby(keys, sort=False, dropna=False)["mean"].mean()
@@ -423,7 +417,7 @@ def defaults_study_on(
 ) -> DefaultsResult:
     """:func:`defaults_study` on loaded histories (two folds per dataset, every history held out once)."""
     keep_fraction = check_fraction("keep_fraction", keep_fraction)
-    folds = {h.name: _folds(h, seed) for h in hs}
+    folds = {h.name: two_folds(h.cases.groups, seed) for h in hs}
     forgets, retrs, chosen, papers = [], [], [], []
     for f in (0, 1):
         train = [h.subset(np.flatnonzero(folds[h.name] != f)) for h in hs]
