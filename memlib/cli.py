@@ -182,7 +182,10 @@ def build_parser() -> argparse.ArgumentParser:
         "oracle-blind also takes both, its default",
     )
     s.add_argument(
-        "--embedding", default=None, help="real-data studies: fast (128 word pieces, the default) or reference (256)"
+        "--embedding",
+        default=None,
+        help="real-data studies: fast (128 word pieces, the default), reference (256, the paper's) "
+        "or int8 (fast on the model's int8 ONNX export; CPU only)",
     )
     s.add_argument("--transfer-from", default=None, help="cues: also learn on this dataset and test here")
     s.add_argument("--transfer-sample", type=int, default=None, help="cues: a seeded sample of its questions")

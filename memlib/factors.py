@@ -439,8 +439,9 @@ def annotate(
     factor_set : {'paper', 'extended'}
         ``paper``: Table 1 as stated (reliability is provenance only).
         ``extended``: reliability adds our question, hedge and first-person cues.
-    embedding : {'reference', 'fast'} or int
-        Embedding setting (:data:`memlib.embeddings.SETTINGS`): 256 or 128 word pieces.
+    embedding : {'reference', 'fast', 'int8'} or int
+        Embedding setting (:data:`memlib.embeddings.SETTINGS`): 256 or 128 word
+        pieces on the torch model, or 128 on its int8 ONNX export.
     device : {'cpu', 'cuda', 'mps'}, optional
         Embedding device; defaults to what the machine has.
     arousal : {'structural', 'constant', 'lexical'}
@@ -460,13 +461,14 @@ def annotate(
     max_seq_length : int, optional
         Deprecated spelling of ``embedding`` as a number of word pieces.
     """
-    from memlib.embeddings import setting_length
+    from memlib.embeddings import resolve_setting
 
     check_choice("regime", regime, REGIMES)
     check_choice("factor_set", factor_set, FACTOR_SETS)
     check_choice("arousal", arousal, AROUSAL_READINGS)
     check_choice("self_reading", self_reading, SELF_READINGS)
-    max_seq_length = setting_length(max_seq_length if max_seq_length is not None else embedding)
+    setting = max_seq_length if max_seq_length is not None else embedding
+    max_seq_length, backend = resolve_setting(setting)
     t0 = time.perf_counter()
     usable = ds.usable()
     options = {
@@ -474,6 +476,7 @@ def annotate(
         "task_utility": getattr(task_utility, "__qualname__", None),
         "retrievals": None if retrievals is None else hashlib.sha1(np.asarray(retrievals).tobytes()).hexdigest(),
         "max_seq_length": max_seq_length,
+        "embedding_backend": backend,
         "factor_set": factor_set,
         "arousal": arousal,
         "self_reading": self_reading,
@@ -499,7 +502,7 @@ def annotate(
     E_text = np.zeros((len(ds.texts), 384), np.float32)
     E_text[used_texts] = embed(
         [ds.texts[i] for i in used_texts],
-        max_seq_length=max_seq_length,
+        max_seq_length=setting,
         progress=progress,
         use_cache=use_cache,
         device=device,
@@ -510,8 +513,7 @@ def annotate(
     rel = reliability(turns["role"].tolist(), turns["text"].tolist(), cues=factor_set == "extended")
     value_col = (
         np.clip(
-            (1.0 + E @ embed([value_profile], max_seq_length=max_seq_length, progress=False, use_cache=use_cache)[0])
-            / 2.0,
+            (1.0 + E @ embed([value_profile], max_seq_length=setting, progress=False, use_cache=use_cache)[0]) / 2.0,
             0,
             1,
         )
@@ -540,9 +542,7 @@ def annotate(
     anchor.prepare(ds, E)
     qvecs = None
     if anchor.per_question:
-        qvecs = embed(
-            usable.cases["question"].tolist(), max_seq_length=max_seq_length, progress=progress, use_cache=use_cache
-        )
+        qvecs = embed(usable.cases["question"].tolist(), max_seq_length=setting, progress=progress, use_cache=use_cache)
     roles = turns["role"].to_numpy()
     speakers = turns["speaker"].to_numpy()
     t_days = ((turns["timestamp"] - turns["timestamp"].min()) / pd.Timedelta(days=1)).to_numpy()

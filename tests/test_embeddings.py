@@ -67,11 +67,54 @@ def test_cache_key_depends_on_model_and_length(tmp_path):
 def test_named_settings_and_devices():
     assert Emb.setting_length("reference") == 256 and Emb.setting_length("fast") == 128
     assert Emb.setting_length(64) == 64
-    with pytest.raises(ParameterError, match="embedding setting must be one of reference, fast, got 'quick'"):
+    with pytest.raises(ParameterError, match="embedding setting must be one of reference, fast, int8, got 'quick'"):
         Emb.setting_length("quick")
     with pytest.raises(ParameterError, match="device"):
         Emb.check_device("tpu")
     assert Emb.default_device() in Emb.DEVICES
+
+
+def test_int8_setting_is_the_fast_length_on_its_own_cache():
+    assert Emb.resolve_setting("int8") == (128, "onnx-int8")
+    assert Emb.resolve_setting("fast") == (128, "torch")
+    assert Emb.model_tag("onnx-int8") != Emb.model_tag("torch")
+    with pytest.raises(ParameterError, match="int8 embedding setting runs on the CPU only, got device='cuda'"):
+        Emb.encode(["a"], setting="int8", device="cuda")
+
+
+def test_int8_export_agrees_with_the_torch_model(tmp_path, monkeypatch):
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    monkeypatch.setenv("MEMLIB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(Emb, "_MODELS", {k: v for k, v in Emb._MODELS.items() if k[1] in Emb.DEVICES})
+    texts = ["I am allergic to peanuts.", "Peanuts make me ill.", "The train leaves at nine.", "lol ok"]
+    e8 = Emb.encode(texts, setting="int8")
+    ref = Emb.encode(texts, setting="fast", device="cpu")
+    assert e8.shape == (4, 384) and e8.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(e8, axis=1), 1.0, rtol=1e-5)
+    cos = np.einsum("ij,ij->i", e8, ref)
+    assert cos.min() > 0.9, cos  # quantised, so close to the float model but not equal to it
+    assert e8[0] @ e8[1] > e8[0] @ e8[2]  # the peanut pair is still the closest
+    # the export is built once, in place, with nothing half-written left beside it
+    models = tmp_path / "models"
+    assert [p.name for p in models.iterdir()] == [f"{Emb.model_tag('onnx-int8')}.onnx"]
+    # a dataset embedding goes to the int8 cache, not to the torch one
+    Emb.embed(texts, "int8", progress=False)
+    folders = {p.name for p in (tmp_path / "embeddings").iterdir()}
+    assert folders == {f"{Emb.model_tag('onnx-int8')}-128"}
+    # a damaged model file is set aside and rebuilt, not trusted
+    model = models / f"{Emb.model_tag('onnx-int8')}.onnx"
+    model.write_bytes(b"not a model")
+    with pytest.warns(Emb.CacheWarning, match="unreadable cache file"):
+        again = Emb.OnnxEncoder().encode(texts)
+    np.testing.assert_allclose(again, e8, atol=1e-5)
+    assert (models / (model.name + ".corrupt")).is_file()
+
+
+def test_a_cache_of_another_setting_is_refused(tmp_path):
+    cache = Emb.EmbeddingCache(tmp_path, max_seq_length=256)
+    with pytest.raises(ParameterError, match="the cache holds all-MiniLM-L6-v2 at 256 word pieces, not the setting"):
+        Emb.embed(["a"], "fast", cache=cache, progress=False)
 
 
 def test_default_device_follows_the_environment(monkeypatch):
