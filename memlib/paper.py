@@ -59,3 +59,17 @@ PAPER_MLP = {"mlp": (0.773, 0.011), "learned_V": (0.770, 0.011), "mlp_minus_line
 
 #: The dataset name under which the paper's real-data figures apply.
 PAPER_DATASET = "longmemeval_s"
+
+
+def table3_means() -> dict:
+    """Table 3's means keyed by ``(policy, regime)``, for a ``paper_mean`` column.
+
+    >>> table3_means()[("learned_V", "blind")]
+    0.77
+    """
+    return {(p, r): m for p, row in PAPER_TABLE3.items() for r, (m, _) in row.items()}
+
+
+def mlp_means() -> dict:
+    """The MLP ablation's means keyed by policy, for a ``paper_mean`` column."""
+    return {p: v[0] for p, v in PAPER_MLP.items() if isinstance(v, tuple)}

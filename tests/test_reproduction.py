@@ -48,9 +48,50 @@ def test_explain_gaps_is_computed_from_the_measurements():
     out = R.explain_gaps(comparison, readings).set_index("policy")
     assert out.loc["goal_only", "explanation"] == "within 0.03"
     assert "the reading 'b' gives 0.520" in out.loc["self_only", "explanation"]
-    assert "no reading we tried reaches it (range 0.070 to 0.070)" in out.loc["emotion_only", "explanation"]
+    assert "no reading we tried reaches it (1 readings, 0.070 to 0.070)" in out.loc["emotion_only", "explanation"]
     assert out.loc["learned_V", "explanation"].startswith("not explained by the 2 missing questions")
     np.testing.assert_allclose(out["gap"], comparison["ours"] - comparison["paper"])
+    # variants explain learned and uniform gaps, in their own regime only
+    variants = pd.DataFrame(
+        {
+            "variant": ["as read", "scaled", "scaled"],
+            "regime": ["blind", "blind", "oracle"],
+            "policy": ["learned_V", "learned_V", "learned_V"],
+            "mean": [0.55, 0.60, 0.77],
+        }
+    )
+    out = R.explain_gaps(comparison, readings, variants=variants).set_index("policy")
+    assert "no reading we tried reaches it (2 readings, 0.550 to 0.600)" in out.loc["learned_V", "explanation"]
+    close = comparison.assign(ours=[0.40, 0.06, 0.29, 0.60])
+    variants.loc[1, "mean"] = 0.75
+    out = R.explain_gaps(close, readings, variants=variants).set_index("policy")
+    assert "the reading 'scaled' gives 0.750" in out.loc["learned_V", "explanation"]
+    # the paper's figure inside the readings' range is not enough: one reading must come close
+    variants.loc[1, "mean"] = 0.95
+    out = R.explain_gaps(close, readings, variants=variants).set_index("policy")
+    assert "no reading we tried reaches it (2 readings, 0.550 to 0.950)" in out.loc["learned_V", "explanation"]
+    # rows of the extended factor set are not explained by the paper set's readings
+    ext = close.assign(factor_set="extended")
+    out = R.explain_gaps(ext, readings, variants=variants).set_index("policy")
+    assert "reading" not in out.loc["learned_V", "explanation"]
+
+
+def test_scalings_keep_padding_and_order_within_a_factor():
+    rng = np.random.default_rng(0)
+    cs = CaseSet.from_cases([rng.random((5, 7)), rng.random((3, 7))], [np.arange(5.0), np.arange(3.0)], gold=[[0], [1]])
+    mm = R.minmax_within_history(cs)
+    assert mm.factors.shape == cs.factors.shape and np.all(mm.factors[1, 3:] == 0)  # padding stays 0
+    for g, n in enumerate(cs.length):
+        real = mm.factors[g, :n]
+        np.testing.assert_allclose(real.min(axis=0), 0, atol=1e-6)
+        np.testing.assert_allclose(real.max(axis=0), 1, atol=1e-6)
+        # a monotone map: each factor's order within a history is unchanged
+        assert (np.argsort(real, axis=0, kind="stable") == np.argsort(cs.factors[g, :n], axis=0, kind="stable")).all()
+    rc = R.raw_cosines(cs)
+    goal, emo = R.FACTORS.index("goal_relevance"), R.FACTORS.index("emotional_intensity")
+    np.testing.assert_allclose(rc.factors[0, :, goal], 2 * cs.factors[0, :, goal] - 1, rtol=1e-6)
+    np.testing.assert_array_equal(rc.factors[..., emo], cs.factors[..., emo])
+    assert np.all(rc.factors[1, 3:] == 0)
 
 
 def test_paper_figures_reach_only_the_paper_column():
@@ -87,4 +128,6 @@ def test_reading_and_variant_tables_on_the_fixture(tmp_path, monkeypatch):
     assert rt.groupby("policy")["default"].sum().eq(1).all()  # one default reading per policy
     assert rt["retention"].between(0, 1).all() and "paper_blind" not in rt  # not the paper's dataset
     vt = R.variant_table(ds, keep_fraction=0.5, n_splits=2, quick=True)
-    assert len(vt) == 2 * len(R.VARIANTS) and set(vt["policy"]) == {"learned_V", "uniform_V"}
+    assert len(vt) == 2 * (len(R.VARIANTS) + 1 + 2 * len(R.SCALINGS))
+    assert set(vt["policy"]) == {"learned_V", "uniform_V"}
+    assert set(vt.query("regime == 'oracle'")["variant"]) == {R.VARIANTS[0][0], *(label for label, _ in R.SCALINGS)}

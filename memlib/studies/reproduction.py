@@ -12,8 +12,10 @@ needs beyond them:
 * :func:`session_overlap`: how much test histories share sessions with training
   histories under per-question splits, and whether connected components of
   shared sessions allow a grouped split.
-* :func:`embedding_agreement`: the ``fast`` embedding setting against the
-  ``reference`` one on a slice: per-text cosine and Table 3 under each.
+* :func:`variant_table`: the learned and uniform values under each reading,
+  including how the factors are put on one scale (:data:`SCALINGS`).
+* :func:`embedding_check`: the ``fast`` and ``int8`` embedding settings against
+  the ``reference`` one on a slice: per-text cosine and Table 3 under each.
 
 >>> import numpy as np
 >>> from memlib.cases import CaseSet
@@ -23,6 +25,8 @@ needs beyond them:
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pandas as pd
@@ -170,34 +174,37 @@ def _components(sets) -> int:
     return len({find(i) for i in range(len(sets))})
 
 
-def embedding_agreement(ds, progress: bool = False) -> pd.DataFrame:
-    """Per-text cosine between the ``fast`` and ``reference`` embeddings of a dataset's turns, by role.
+def embedding_agreement(ds, progress: bool = False, settings=("fast",)) -> pd.DataFrame:
+    """Per-text cosine between each setting's embeddings and the ``reference`` ones, by role.
 
-    Rows: ``role, texts, mean, p5, min``. Both settings come from (or go to) the
-    embedding cache.
+    Rows: ``setting, role, texts, mean, p5, min``. Every setting comes from (or
+    goes to) its embedding cache.
     """
     from memlib.embeddings import embed
 
     used = ds.turns["session"].isin(set().union(*ds.usable().cases["haystack"]))
     first = ds.turns.loc[used].drop_duplicates("text_id")
     texts = [ds.texts[i] for i in first["text_id"]]
-    cos = np.einsum("ij,ij->i", embed(texts, "fast", progress=progress), embed(texts, "reference", progress=progress))
+    ref = embed(texts, "reference", progress=progress)
     rows = []
-    for role, mask in (
-        ("all", np.ones(len(cos), bool)),
-        *((r, (first["role"] == r).to_numpy()) for r in ("user", "assistant")),
-    ):
-        if mask.any():
-            c = cos[mask]
-            rows.append(
-                {
-                    "role": role,
-                    "texts": int(mask.sum()),
-                    "mean": float(c.mean()),
-                    "p5": float(np.percentile(c, 5)),
-                    "min": float(c.min()),
-                }
-            )
+    for setting in settings:
+        cos = np.einsum("ij,ij->i", embed(texts, setting, progress=progress), ref)
+        for role, mask in (
+            ("all", np.ones(len(cos), bool)),
+            *((r, (first["role"] == r).to_numpy()) for r in ("user", "assistant")),
+        ):
+            if mask.any():
+                c = cos[mask]
+                rows.append(
+                    {
+                        "setting": setting,
+                        "role": role,
+                        "texts": int(mask.sum()),
+                        "mean": float(c.mean()),
+                        "p5": float(np.percentile(c, 5)),
+                        "min": float(c.min()),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -207,19 +214,35 @@ MISSING_CASES_BOUND = 2 / 479
 
 
 def explain_gaps(
-    comparison: pd.DataFrame, readings: pd.DataFrame | None = None, threshold: float = 0.03
+    comparison: pd.DataFrame,
+    readings: pd.DataFrame | None = None,
+    threshold: float = 0.03,
+    variants: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """For each row of ours beside the paper's, whether the gap exceeds ``threshold`` and what measures it.
 
     ``comparison`` has ``policy, regime, ours, paper``. The explanation is
     computed, not written: a gap within :data:`MISSING_CASES_BOUND` is covered by
     the two questions the cleaned file lacks; a single-factor gap that some
-    reading of its definition closes (``readings`` from :func:`reading_table`)
-    names that reading; anything else is reported as not explained by what we
-    measured.
+    reading of its definition closes to within ``threshold`` (``readings`` from
+    :func:`reading_table`), or a learned or uniform gap that some variant closes
+    (``variants`` from :func:`variant_table`, same regime), names that reading;
+    otherwise the note gives the range the readings we tried span, so the reader
+    sees that none reaches the paper's figure. Readings and variants are of the
+    ``paper`` factor set, so rows of another ``factor_set`` get no reading.
     """
     out = comparison.copy()
     out["gap"] = out["ours"] - out["paper"]
+    alternatives = []
+    if readings is not None:
+        alternatives.append(readings.assign(regime="blind")[["policy", "regime", "reading", "retention"]])
+    if variants is not None:
+        alternatives.append(
+            variants.rename(columns={"variant": "reading", "mean": "retention"})[
+                ["policy", "regime", "reading", "retention"]
+            ]
+        )
+    alt = pd.concat(alternatives, ignore_index=True) if alternatives else None
     notes = []
     for _, r in out.iterrows():
         if not np.isfinite(r["gap"]):
@@ -232,15 +255,16 @@ def explain_gaps(
             notes.append("within what the 2 missing questions can move")
             continue
         note = f"not explained by the 2 missing questions (at most {MISSING_CASES_BOUND:.3f})"
-        if readings is not None and r["regime"] == "blind":
-            rr = readings[readings["policy"] == r["policy"]]
+        # the readings and variants are of the paper's factor set: they explain only its rows
+        if alt is not None and r.get("factor_set", "paper") == "paper":
+            rr = alt[(alt["policy"] == r["policy"]) & (alt["regime"] == r["regime"])]
             if len(rr):
                 best = rr.iloc[(rr["retention"] - r["paper"]).abs().argmin()]
                 lo, hi = rr["retention"].min(), rr["retention"].max()
-                if lo - threshold <= r["paper"] <= hi + threshold:
+                if abs(best["retention"] - r["paper"]) <= threshold:
                     note += f"; the reading '{best['reading']}' gives {best['retention']:.3f}"
                 else:
-                    note += f"; no reading we tried reaches it (range {lo:.3f} to {hi:.3f})"
+                    note += f"; no reading we tried reaches it ({len(rr)} readings, {lo:.3f} to {hi:.3f})"
         notes.append(note)
     out["explanation"] = notes
     return out
@@ -257,6 +281,50 @@ VARIANTS = (
 )
 
 
+def minmax_within_history(cases: CaseSet) -> CaseSet:
+    """Each factor rescaled to [0, 1] over the real turns of each haystack (a constant one becomes 0).
+
+    A reading of how the factors meet on one scale before they are summed: the
+    paper states each factor's range, not whether it is rescaled per history.
+
+    >>> cs = CaseSet.from_cases([np.eye(7)[[0, 1]] * 0.5 + 0.25], [np.arange(2.0)], gold=[[0]])
+    >>> minmax_within_history(cs).factors[0, :, :2].tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
+    """
+    F = cases.factors.astype(np.float64)
+    real = np.arange(F.shape[1])[None, :] < cases.length[:, None]
+    lo = np.where(real[..., None], F, np.inf).min(axis=1, keepdims=True)
+    hi = np.where(real[..., None], F, -np.inf).max(axis=1, keepdims=True)
+    span = hi - lo
+    out = np.where(span > 0, (F - lo) / np.where(span > 0, span, 1.0), 0.0) * real[..., None]
+    return dataclasses.replace(cases, factors=out.astype(np.float32))
+
+
+def raw_cosines(cases: CaseSet) -> CaseSet:
+    """Goal and self relevance as raw cosines (``2 f - 1``) instead of memlib's ``(1 + cos) / 2``.
+
+    Under equal weights this doubles the similarities' share of the sum; the
+    paper writes both as a cosine without saying how it is put on [0, 1].
+
+    >>> cs = CaseSet.from_cases([np.full((2, 7), 0.75)], [np.arange(2.0)], gold=[[0]])
+    >>> raw_cosines(cs).factors[0, 0].tolist()
+    [0.75, 0.5, 0.75, 0.5, 0.75, 0.75, 0.75]
+    """
+    F = cases.factors.copy()
+    real = np.arange(F.shape[1])[None, :] < cases.length[:, None]
+    for name in ("goal_relevance", "self_relevance"):
+        j = FACTORS.index(name)
+        F[..., j] = np.where(real, 2.0 * F[..., j] - 1.0, 0.0)
+    return dataclasses.replace(cases, factors=F)
+
+
+#: Readings of how the factors are put on one scale (label, transform of a CaseSet); both regimes.
+SCALINGS = (
+    ("factors min-max scaled within each history", minmax_within_history),
+    ("goal and self as raw cosines", raw_cosines),
+)
+
+
 def variant_table(
     ds,
     keep_fraction: float = 0.3,
@@ -266,25 +334,35 @@ def variant_table(
     embedding="fast",
     progress: bool = False,
 ) -> pd.DataFrame:
-    """Blind learned and uniform values when one reading of Table 1 changes (:data:`VARIANTS`).
+    """Learned and uniform values when one reading of Table 1 changes.
 
-    Every variant is learned and scored on the same group-aware splits; rows are
-    ``variant, policy, mean, std, n_splits``.
+    Blind: every annotation reading of :data:`VARIANTS`. Both regimes: memlib's
+    reading and each scaling of :data:`SCALINGS`. Every variant is learned and
+    scored on the same group-aware splits; rows are ``variant, regime, policy,
+    mean, std, n_splits``.
     """
     from memlib import factors
     from memlib.studies._common import evaluate_splits, summarise
 
-    rows = []
-    for label, options in VARIANTS:
-        kw = {"factor_set": "paper", "embedding": embedding, "progress": progress, **options}
-        cases = factors.annotate(ds, "blind", **kw).cases
+    def score(label, regime, cases):
         per_case, _ = evaluate_splits(
-            {"blind": cases}, keep_fraction, n_splits, seed, quick, policies=("learned_V", "uniform_V")
+            {regime: cases}, keep_fraction, n_splits, seed, quick, policies=("learned_V", "uniform_V")
         )
         per_split = per_case.groupby(["policy", "split"], sort=False)["retention"].mean().reset_index()
-        rows.append(summarise(per_split, ["policy"]).assign(variant=label))
+        return summarise(per_split, ["policy"]).assign(variant=label, regime=regime)
+
+    kw = {"factor_set": "paper", "embedding": embedding, "progress": progress}
+    rows = []
+    for label, options in VARIANTS:
+        rows.append(score(label, "blind", factors.annotate(ds, "blind", **{**kw, **options}).cases))
+    for regime in ("blind", "oracle"):
+        base = factors.annotate(ds, regime, **kw).cases
+        if regime == "oracle":
+            rows.append(score(VARIANTS[0][0], regime, base))
+        for label, transform in SCALINGS:
+            rows.append(score(label, regime, transform(base)))
     out = pd.concat(rows, ignore_index=True)
-    return out[["variant", "policy", "mean", "std", "n_splits"]]
+    return out[["variant", "regime", "policy", "mean", "std", "n_splits"]]
 
 
 def paper_comparison(summary: pd.DataFrame, dataset: str) -> pd.DataFrame:
@@ -354,6 +432,7 @@ def reproduce(
     table = explain_gaps(
         comparison.rename(columns={"mean": "ours", "paper_mean": "paper"}),
         None if read is None else read.rename(columns={"paper_blind": "paper"}),
+        variants=var,
     )
     table = table.rename(columns={"ours": "mean", "paper": "paper_mean"})
     return ReproductionResult(
@@ -376,19 +455,22 @@ def embedding_check(
     seed: int = 0,
     quick: bool = False,
     progress: bool = False,
+    settings=("fast", "int8"),
 ) -> ReproductionResult:
-    """The ``fast`` embedding setting against the ``reference`` one on a seeded sample of questions.
+    """The faster embedding settings against the ``reference`` one on a seeded sample of questions.
 
     ``agreement`` is :func:`embedding_agreement` on the sample; ``table`` holds
-    Table 3 (paper factor set) under each setting: ``policy, regime, fast, reference,
-    difference``; ``same_order`` says whether the blind policies rank the same.
+    Table 3 (paper factor set) under each setting: ``policy, regime, reference``,
+    one column per setting and its ``difference_<setting>`` from the reference;
+    ``same_order`` maps each setting to whether its blind policies rank in the
+    reference's order.
     """
     from memlib import datasets
     from memlib.studies.oracle_blind import oracle_vs_blind
 
     sample = check_int("sample", sample, minimum=2)
     runs = {}
-    for setting in ("fast", "reference"):
+    for setting in ("reference", *settings):
         r = oracle_vs_blind(
             dataset,
             keep_fraction=keep_fraction,
@@ -402,13 +484,17 @@ def embedding_check(
         )
         runs[setting] = r.summary.set_index(["policy", "regime"])["mean"]
     table = pd.concat(runs, axis=1).reset_index()
-    table["difference"] = table["fast"] - table["reference"]
     blind = table[table["regime"] == "blind"]
-    same_order = list(blind.sort_values("fast")["policy"]) == list(blind.sort_values("reference")["policy"])
+    same_order = {}
+    for setting in settings:
+        table[f"difference_{setting}"] = table[setting] - table["reference"]
+        same_order[setting] = list(blind.sort_values(setting)["policy"]) == list(
+            blind.sort_values("reference")["policy"]
+        )
     ds = datasets.load(dataset).sample(sample, seed=0)
     return ReproductionResult(
         table=table,
-        agreement=embedding_agreement(ds, progress),
+        agreement=embedding_agreement(ds, progress, settings),
         same_order=same_order,
         info={"dataset": ds.name, "sample": sample, "cases": int(ds.cases["usable"].sum())},
     )
