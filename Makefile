@@ -55,11 +55,12 @@ studies: install
 	mkdir -p results
 	studies="$$($(PY) -m memlib study --list)"; \
 	for study in $$studies; do \
-	  echo "study $$study"; \
+	  start=$$SECONDS; \
 	  args=""; if [ "$$study" = paper ]; then args="$(PAPER_ARGS)"; fi; \
 	  if [ "$$study" = defaults ]; then args="$(DEFAULTS_ARGS)"; fi; \
 	  if [ "$$study" = cues ]; then args="$(CUES_ARGS)"; fi; \
 	  $(PY) -m memlib study $$study $$args --json > results/$$study.json.tmp && mv results/$$study.json.tmp results/$$study.json || exit 1; \
+	  echo "study $$study: $$((SECONDS - start)) s"; \
 	done
 
 ## Build the book into _build/html (re-executes every notebook; any failing cell fails the build). After

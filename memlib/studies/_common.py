@@ -69,7 +69,7 @@ def load_regimes(
         A seeded random sample of ``sample`` groups (:meth:`memlib.datasets.Dataset.sample`).
     factor_set : {'paper', 'extended'}
         :data:`memlib.factors.FACTOR_SETS`.
-    embedding : {'fast', 'reference'}
+    embedding : {'fast', 'reference', 'int8'}
         :data:`memlib.embeddings.SETTINGS`; the studies run ``fast`` (128 word pieces) unless told.
 
     Returns ``(ds, {"blind": Annotation, "oracle": Annotation})``.
@@ -267,3 +267,25 @@ def evaluate_splits(
     bar.close()
     per_case = pd.concat(rows, ignore_index=True).dropna(subset=["retention"])
     return per_case, pd.DataFrame(wrows)
+
+
+def side_by_side(results: dict, index, value: str = "mean", paper: dict | None = None) -> pd.DataFrame:
+    """One column of ``value`` per dataset, rows matched on ``index`` (in the first table's order).
+
+    ``results`` maps a dataset name to a tidy table holding ``index`` and
+    ``value`` columns. ``paper`` maps a row's key (a tuple when ``index`` names
+    several columns) to the paper's figure, shown in a last column ``paper_mean``
+    (NaN where the paper reports none): the only column holding a paper figure.
+
+    >>> a = pd.DataFrame({"policy": ["x", "y"], "mean": [0.1, 0.2]})
+    >>> b = pd.DataFrame({"policy": ["y", "x"], "mean": [0.4, 0.3]})
+    >>> side_by_side({"A": a, "B": b}, ["policy"], paper={"y": 0.5}).to_dict("list")
+    {'policy': ['x', 'y'], 'A': [0.1, 0.2], 'B': [0.3, 0.4], 'paper_mean': [nan, 0.5]}
+    """
+    index = list(index)
+    cols = [t.set_index(index)[value].rename(name) for name, t in results.items()]
+    out = pd.concat(cols, axis=1, sort=False)
+    if paper is not None:
+        keys = out.index if len(index) > 1 else out.index.tolist()
+        out["paper_mean"] = [paper.get(k, np.nan) for k in keys]
+    return out.reset_index()
