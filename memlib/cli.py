@@ -193,6 +193,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--n-test", type=int, default=None, help="synthetic: test cases (>= 1)")
     s.add_argument("--json", action="store_true", help="print the table as a JSON list of rows")
 
+    r = sub.add_parser(
+        "studies", help="run every study of the main job (make studies), side by side, one JSON table each"
+    )
+    r.add_argument("--out", default="results", help="folder for the JSON tables (default results/)")
+    r.add_argument("--jobs", type=int, default=2, help="studies run at once (>= 1), default 2")
+    r.add_argument("--paper", action="store_true", help="all LongMemEval-S questions (make paper)")
+
     a = sub.add_parser("annotate", help="annotate a dataset with the seven factors (cached)")
     a.add_argument(
         "--dataset",
@@ -296,6 +303,8 @@ def main(argv=None) -> int:
             return 1 if bad else 0
         if args.command == "defaults":
             return _defaults(args)
+        if args.command == "studies":
+            return _run_main_job(args)
         if args.command == "study" and args.list:
             print("\n".join(STUDIES))
             return 0
@@ -311,4 +320,58 @@ def main(argv=None) -> int:
     except (ParameterError, DatasetError) as exc:
         print(f"memlib: error: {exc}", file=sys.stderr)
         return 2
+    return 0
+
+
+def _run_main_job(args) -> int:
+    """Run :func:`memlib.studies.main_job` stage by stage, ``--jobs`` runs at a time, each in its own process.
+
+    Each run prints its table as JSON into ``<out>/<name>.json`` (written to a
+    temporary file and renamed, so a failed run leaves no table behind) and a
+    line ``study <name>: <seconds> s``. The first failure stops the job after the
+    runs in flight end, with its error output and status.
+    """
+    import os
+    import subprocess
+    import tempfile
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from memlib.studies import main_job
+
+    jobs = check_int("jobs", args.jobs, minimum=1)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    def run(item):
+        name, study, options = item
+        t0 = time.perf_counter()
+        fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{name}.", suffix=".json.tmp")
+        with os.fdopen(fd, "w") as f:
+            done = subprocess.run(
+                [sys.executable, "-m", "memlib", "study", study, *options, "--json"],
+                stdout=f,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        if done.returncode:
+            os.unlink(tmp)
+            return name, done.returncode, done.stderr, time.perf_counter() - t0
+        os.replace(tmp, out / f"{name}.json")
+        return name, 0, done.stderr, time.perf_counter() - t0
+
+    for stage in main_job(paper=args.paper):
+        failed = None
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            for name, code, err, seconds in pool.map(run, stage):
+                if code:
+                    failed = failed or (name, code, err)
+                    print(f"study {name}: failed (exit {code}) after {seconds:.0f} s", flush=True)
+                else:
+                    print(f"study {name}: {seconds:.0f} s", flush=True)
+        if failed:
+            name, code, err = failed
+            sys.stderr.write(err)
+            print(f"memlib: error: study {name} failed", file=sys.stderr)
+            return code
     return 0

@@ -26,7 +26,49 @@ def test_study_list_is_the_registry_the_makefile_reads():
 
     out = run("study", "--list")
     assert out.returncode == 0 and out.stdout.split() == list(STUDIES)
-    assert "memlib study --list" in (Path(__file__).resolve().parent.parent / "Makefile").read_text()
+    assert "memlib studies --out results" in (Path(__file__).resolve().parent.parent / "Makefile").read_text()
+
+
+def test_main_job_runs_every_study_with_its_chapters_parameters():
+    import re
+    from pathlib import Path
+
+    from memlib.studies import COMPARED, MAIN_SAMPLE, STUDIES, main_job
+
+    for paper in (False, True):
+        stages = main_job(paper=paper)
+        runs = [r for stage in stages for r in stage]
+        assert {study for _, study, _ in runs} == set(STUDIES)
+        assert len({name for name, _, _ in runs}) == len(runs)  # one output file per run
+        assert {name for name, _, _ in stages[0]} == {"factors", "paper"}  # the embedding stage comes first
+        compared = {study for name, study, _ in runs if name != study}
+        assert compared == set(COMPARED)
+        assert any("--sample" in o for _, _, o in runs) != paper
+    # the chapters' sample parameters hold the main job's sample, so the book reads its cached results
+    notebooks = Path(__file__).resolve().parent.parent / "notebooks"
+    found = 0
+    for path in sorted(notebooks.glob("*.md")):
+        for m in re.finditer(
+            r"^(?:compare_sample|sample|defaults_sample|transfer_sample) = (\S+)", path.read_text(), re.M
+        ):
+            found += 1
+            assert m.group(1) == str(MAIN_SAMPLE), (path.name, m.group(0))
+    assert found >= 6
+
+
+def test_studies_command_writes_each_table_whole_and_stops_at_a_failure(tmp_path, monkeypatch):
+    import memlib.studies as S
+    from memlib import cli
+
+    ok = ("synthetic", "synthetic", ["--quick"])
+    bad = ("broken", "synthetic", ["--quick", "--n-train", "0"])
+    monkeypatch.setattr(S, "main_job", lambda paper=False: [[ok], [bad, ("never", "synthetic", ["--quick"])]])
+    code = cli.main(["studies", "--out", str(tmp_path), "--jobs", "1"])
+    assert code == 2
+    rows = json.loads((tmp_path / "synthetic.json").read_text())
+    assert {r["policy"] for r in rows} >= {"learned_V", "uniform_V"}
+    assert not (tmp_path / "broken.json").exists()
+    assert not list(tmp_path.glob(".*.tmp"))  # nothing half-written is left
 
 
 def test_study_synthetic_readable_table():

@@ -113,4 +113,47 @@ STUDIES: dict[str, Study] = {
     )
 }
 
-__all__ = ["STUDIES", "Study", "group_splits", "load_regimes"]
+#: LongMemEval-S questions the main job (``make``) samples wherever a study would read all 498
+#: (the chapters' ``sample`` / ``compare_sample`` parameters hold the same number); ``make paper``
+#: reads them all.
+MAIN_SAMPLE = 8
+#: The paper's benchmark, shown beside LoCoMo in chapters 03 to 07.
+COMPARE_DATASET = "longmemeval_s"
+#: Studies whose chapter also runs them on :data:`COMPARE_DATASET`.
+COMPARED = ("oracle-blind", "mlp", "sweep", "optimisers")
+
+
+#: The main job's slowest runs after the embedding stage (measured on a fresh clone), started first.
+LONGEST_FIRST = ("cues", "defaults", "oracle-blind")
+
+
+def main_job(paper: bool = False) -> list[list[tuple[str, str, list[str]]]]:
+    """Every study run of the main job, in stages: ``[(output name, study, command-line options)]``.
+
+    The first stage embeds (LoCoMo through ``factors``, the LongMemEval-S sample
+    through ``paper``), so the second stage's runs, which may run side by side,
+    read warm caches. Each run has the parameters its chapter passes, so the
+    book reads the cached results. ``paper``: all questions instead of
+    :data:`MAIN_SAMPLE` (``make paper``).
+
+    >>> [[name for name, _, _ in stage] for stage in main_job()][0]
+    ['factors', 'paper']
+    >>> dict((n, o) for n, _, o in main_job()[1])["cues"]
+    ['--transfer-from', 'longmemeval_s', '--transfer-sample', '8']
+    """
+    sample = [] if paper else ["--sample", str(MAIN_SAMPLE)]
+    special = {
+        "paper": sample,
+        "defaults": sample,
+        "cues": ["--transfer-from", COMPARE_DATASET, *([] if paper else ["--transfer-sample", str(MAIN_SAMPLE)])],
+    }
+    first = ("factors", "paper")
+    # the longest runs start first, so two workers finish close together (order only: same results)
+    later = [*LONGEST_FIRST, *(n for n in STUDIES if n not in first and n not in LONGEST_FIRST)]
+    stages = [[(n, n, special.get(n, [])) for n in first], [(n, n, special.get(n, [])) for n in later]]
+    for name in COMPARED:
+        stages[1].append((f"{name}-{COMPARE_DATASET}", name, ["--dataset", COMPARE_DATASET, *sample]))
+    return stages
+
+
+__all__ = ["COMPARED", "COMPARE_DATASET", "MAIN_SAMPLE", "STUDIES", "Study", "group_splits", "load_regimes", "main_job"]
