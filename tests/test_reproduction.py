@@ -131,3 +131,17 @@ def test_reading_and_variant_tables_on_the_fixture(tmp_path, monkeypatch):
     assert len(vt) == 2 * (len(R.VARIANTS) + 1 + 2 * len(R.SCALINGS))
     assert set(vt["policy"]) == {"learned_V", "uniform_V"}
     assert set(vt.query("regime == 'oracle'")["variant"]) == {R.VARIANTS[0][0], *(label for label, _ in R.SCALINGS)}
+
+
+def test_the_reproduction_result_is_cached_whole(tmp_path, monkeypatch):
+    from memlib.studies import _cache
+
+    monkeypatch.setenv("MEMLIB_CACHE_DIR", str(tmp_path / "cache"))
+    path = write_longmemeval(tmp_path / "lme.json")
+    r = R.reproduce(str(path), keep_fraction=0.5, n_splits=2, quick=True)
+    _cache.save(tmp_path / "r.npz", r)  # raises Uncacheable when a part does not read back equal
+    back = _cache.load(tmp_path / "r.npz")
+    assert _cache.same(r, back)
+    pd.testing.assert_frame_equal(back.table, r.table)
+    pd.testing.assert_frame_equal(back.variants, r.variants)
+    assert back.overlap == r.overlap and back.info["dataset"] == r.info["dataset"]

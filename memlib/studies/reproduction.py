@@ -384,11 +384,26 @@ def paper_comparison(summary: pd.DataFrame, dataset: str) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
+@dataclasses.dataclass
 class ReproductionResult:
-    """Everything chapter 08 shows (attributes are the tables; ``table`` is the published one)."""
+    """Everything chapter 08 shows; ``table`` is the published one.
 
-    def __init__(self, **parts):
-        self.__dict__.update(parts)
+    A dataclass of tables and plain values, so the result cache can store it and
+    the book reads what ``make studies`` computed. :func:`reproduce` fills the
+    study parts (``oracle_blind`` ... ``overlap``); :func:`embedding_check` fills
+    ``agreement`` and ``same_order``.
+    """
+
+    table: pd.DataFrame
+    info: dict = dataclasses.field(default_factory=dict)
+    oracle_blind: object = None
+    mlp: object = None
+    sweep: object = None
+    readings: pd.DataFrame | None = None
+    variants: pd.DataFrame | None = None
+    overlap: dict | None = None
+    agreement: pd.DataFrame | None = None
+    same_order: dict | None = None
 
 
 def reproduce(
