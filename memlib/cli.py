@@ -342,13 +342,18 @@ def _run_main_job(args) -> int:
     jobs = check_int("jobs", args.jobs, minimum=1)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    # runs side by side share the cores: each gets its part, or torch and BLAS threads fight over them
-    # (two 2-thread embedding runs on 2 cores took 1.7x as long as the same runs one after the other)
-    env = dict(os.environ)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    if jobs > 1:
-        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-            env.setdefault(var, str(max(1, cores // jobs)))
+
+    def environment(width: int) -> dict:
+        # runs side by side share the cores: each gets its part, or torch and BLAS threads fight over them
+        # (two 2-thread embedding runs on 2 cores took 1.7x as long as the same runs one after the other)
+        env = dict(os.environ)
+        if width > 1:
+            for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+                env.setdefault(var, str(max(1, cores // width)))
+        return env
+
+    env = environment(1)
 
     def run(item):
         name, study, options = item
@@ -369,6 +374,7 @@ def _run_main_job(args) -> int:
         return name, 0, done.stderr, time.perf_counter() - t0
 
     for stage in main_job(paper=args.paper):
+        env = environment(min(jobs, len(stage)))
         failed = None
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             for name, code, err, seconds in pool.map(run, stage):
