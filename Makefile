@@ -16,13 +16,11 @@ endif
 export MEMLIB_CACHE_DIR ?= $(HOME)/.cache/memlib
 PIP_QUIET := 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 
-# --no-compile: modules are compiled when first imported, not all 1.9 GB up front (a fresh install
-# takes about 40 s instead of 120 s here).
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	# torch first, exact pin: a plain torch would pull a multi-GB CUDA build
-	$(PY) -m pip install -q --no-compile --disable-pip-version-check torch==$$(sed -n 's/^torch==//p' requirements.txt) $(PIP_QUIET)
-	$(PY) -m pip install -q --no-compile --disable-pip-version-check -r requirements.txt $(PIP_QUIET)
+	$(PY) -m pip install -q --disable-pip-version-check torch==$$(sed -n 's/^torch==//p' requirements.txt) $(PIP_QUIET)
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt $(PIP_QUIET)
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e . $(PIP_QUIET)
 	touch $@
 
