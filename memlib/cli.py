@@ -353,9 +353,7 @@ def _run_main_job(args) -> int:
                 env.setdefault(var, str(max(1, cores // width)))
         return env
 
-    env = environment(1)
-
-    def run(item):
+    def run(item):  # reads ``env``, set for each stage below
         name, study, options = item
         t0 = time.perf_counter()
         fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{name}.", suffix=".json.tmp")

@@ -181,8 +181,9 @@ def table3(summary: pd.DataFrame, dataset: str) -> pd.DataFrame:
     cols = [c for c in ("oracle_mean", "oracle_std", "blind_mean", "blind_std") if c in wide.columns]
     out = wide.reindex(order)[cols].reset_index()
     if dataset == paper.PAPER_DATASET:
-        out["paper_oracle"] = out["policy"].map(lambda p: paper.PAPER_TABLE3.get(p, {}).get("oracle", (np.nan,))[0])
-        out["paper_blind"] = out["policy"].map(lambda p: paper.PAPER_TABLE3.get(p, {}).get("blind", (np.nan,))[0])
+        means = paper.table3_means()
+        for regime in ("oracle", "blind"):
+            out[f"paper_{regime}"] = [means.get((p, regime), np.nan) for p in out["policy"]]
     return out
 
 

@@ -376,9 +376,8 @@ def paper_comparison(summary: pd.DataFrame, dataset: str) -> pd.DataFrame:
     cols = [c for c in ("factor_set", "regime", "policy", "mean", "std") if c in summary]
     out = summary[cols].copy()
     if dataset == paper.PAPER_DATASET:
-        out["paper_mean"] = [
-            paper.PAPER_TABLE3.get(p, {}).get(r, (np.nan,))[0] for p, r in zip(out["policy"], out["regime"])
-        ]
+        means = paper.table3_means()
+        out["paper_mean"] = [means.get((p, r), np.nan) for p, r in zip(out["policy"], out["regime"])]
     else:
         out["paper_mean"] = np.nan
     return out.reset_index(drop=True)
