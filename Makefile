@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 ifneq ($(wildcard ../shared/datasets),)
 export MEMLIB_DATA_DIR ?= $(abspath ../shared/datasets)
 endif
-# Caches (embeddings, factor tables, study results) are content-addressed, so one per user serves every
+# Caches (embeddings, parsed datasets, factor tables, study results) are content-addressed, so one per user serves every
 # clone: the hour of LongMemEval-S embeddings is paid once per machine. Set MEMLIB_CACHE_DIR to move it.
 export MEMLIB_CACHE_DIR ?= $(HOME)/.cache/memlib
 PIP_QUIET := 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }

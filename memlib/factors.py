@@ -452,7 +452,8 @@ def annotate(
     value_profile : str, optional
         Text of the agent's value profile; makes value alignment live.
     task_utility : callable, optional
-        ``f(list of texts) -> array in [0, 1]``; makes task utility live.
+        ``f(list of texts) -> array in [0, 1]``, called once on the texts of the turns
+        the usable cases' haystacks hold (in table order); makes task utility live.
     retrievals : array_like, optional
         Retrieval count per row of ``ds.turns``; makes usage history live.
     use_cache : bool
@@ -493,12 +494,12 @@ def annotate(
             return ann
     save = use_cache and cache_folder_ok(path.parent)  # an unusable folder is reported before the work
 
+    # only the turns the usable cases' haystacks hold are embedded and scored; `kept` maps them back
+    day_zero = ds.turns["timestamp"].min()
+    ds, kept = usable.used_turns()
     turns = ds.turns
-    # only the texts the usable cases' haystacks hold are embedded and scored
-    used_sessions = set().union(*usable.cases["haystack"]) if len(usable.cases) else set()
-    used = turns["session"].isin(used_sessions).to_numpy()
     text_ids = turns["text_id"].to_numpy()
-    used_texts = np.unique(text_ids[used])
+    used_texts = np.unique(text_ids)
     E_text = np.zeros((len(ds.texts), 384), np.float32)
     E_text[used_texts] = embed(
         [ds.texts[i] for i in used_texts],
@@ -532,8 +533,9 @@ def annotate(
         task_col = np.zeros(len(turns))
     if retrievals is not None:
         r = np.asarray(retrievals, dtype=float)
-        if r.shape != (len(turns),) or np.any(r < 0):
+        if r.shape != (len(usable.turns),) or np.any(r < 0):
             raise ParameterError("retrievals must hold one count >= 0 per row of dataset.turns")
+        r = r[kept]
         usage_col = r / (1.0 + r)
     else:
         usage_col = np.zeros(len(turns))
@@ -545,7 +547,7 @@ def annotate(
         qvecs = embed(usable.cases["question"].tolist(), max_seq_length=setting, progress=progress, use_cache=use_cache)
     roles = turns["role"].to_numpy()
     speakers = turns["speaker"].to_numpy()
-    t_days = ((turns["timestamp"] - turns["timestamp"].min()) / pd.Timedelta(days=1)).to_numpy()
+    t_days = ((turns["timestamp"] - day_zero) / pd.Timedelta(days=1)).to_numpy()
 
     hay_index: dict = {}
     factors, times, rows_list, case_h = [], [], [], []
@@ -553,7 +555,7 @@ def annotate(
     first = dict(zip(ds.sessions["session"], ds.sessions["first_turn"]))
     count = dict(zip(ds.sessions["session"], ds.sessions["n_turns"]))
     gold = []
-    for c, (hay, gold_rows) in enumerate(zip(usable.cases["haystack"], usable.cases["gold"])):
+    for c, (hay, gold_rows) in enumerate(zip(ds.cases["haystack"], ds.cases["gold"])):
         if hay not in base:
             rows = np.concatenate([np.arange(first[s], first[s] + count[s]) for s in hay])
             F = np.zeros((len(rows), len(FACTORS)), np.float32)
@@ -581,7 +583,7 @@ def annotate(
     N = cs.factors.shape[1]
     turn_rows = np.full((len(rows_list), N), -1, dtype=np.int64)
     for g, rows in enumerate(rows_list):
-        turn_rows[g, : len(rows)] = rows
+        turn_rows[g, : len(rows)] = kept[rows]
     inert = [f for f in FACTORS if not np.any(cs.factors[..., FACTORS.index(f)])]
     info = {
         **ds.stats(),

@@ -236,3 +236,67 @@ def test_sessions_sharing_a_minute_do_not_interleave(tmp_path):
     ds = D.load_longmemeval(write_longmemeval(tmp_path / "lme.json", recs))
     times = ds.turns.loc[list(ds.haystack_rows(0)), "timestamp"]
     assert times.is_monotonic_increasing and times.is_unique
+
+
+def _parses(monkeypatch):
+    """Count calls of the LongMemEval parser behind D.load."""
+    calls = []
+    real = D.load_longmemeval
+
+    def counting(path, name=None):
+        calls.append(path)
+        return real(path, name)
+
+    monkeypatch.setattr(D, "load_longmemeval", counting)
+    return calls
+
+
+def test_a_parsed_dataset_is_cached_and_reads_back_equal(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMLIB_CACHE_DIR", str(tmp_path / "cache"))
+    calls = _parses(monkeypatch)
+    path = str(write_longmemeval(tmp_path / "lme.json"))
+    first = D.load(path)
+    D._LOADED.clear()  # a new process
+    second = D.load(path)
+    assert len(calls) == 1  # the second load read the cache
+    assert D._same_dataset(first, second) and second is not first
+    assert second.cases["gold"].tolist() == first.cases["gold"].tolist()
+    assert [p.name for p in (tmp_path / "cache" / "datasets").iterdir()] == [
+        p.name for p in (tmp_path / "cache" / "datasets").glob("lme.json-*.npz")
+    ]
+    # another content under the same name: parsed again, and the stale parse is removed
+    recs = longmemeval_records()
+    recs[0]["question"] = "Which food is my dog allergic to, again?"
+    write_longmemeval(tmp_path / "lme.json", recs)
+    D._LOADED.clear()
+    third = D.load(path)
+    assert len(calls) == 2 and third.cases["question"].iloc[0] == recs[0]["question"]
+    assert len(list((tmp_path / "cache" / "datasets").glob("*.npz"))) == 1
+    assert not list((tmp_path / "cache").rglob("*.tmp"))
+
+
+def test_a_damaged_parse_is_set_aside_and_the_file_parsed_again(tmp_path, monkeypatch):
+    from memlib.embeddings import CacheWarning
+
+    monkeypatch.setenv("MEMLIB_CACHE_DIR", str(tmp_path / "cache"))
+    calls = _parses(monkeypatch)
+    path = str(write_longmemeval(tmp_path / "lme.json"))
+    first = D.load(path)
+    (cached,) = (tmp_path / "cache" / "datasets").glob("*.npz")
+    cached.write_bytes(cached.read_bytes()[:500])
+    D._LOADED.clear()
+    with pytest.warns(CacheWarning, match="unreadable cache file"):
+        again = D.load(path)
+    assert len(calls) == 2 and D._same_dataset(first, again)
+    assert (cached.parent / (cached.name + ".corrupt")).is_file() and cached.is_file()
+
+
+def test_the_parse_cache_can_be_turned_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMLIB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("MEMLIB_DATASET_CACHE", "0")
+    calls = _parses(monkeypatch)
+    path = str(write_longmemeval(tmp_path / "lme.json"))
+    D.load(path)
+    D._LOADED.clear()
+    D.load(path)
+    assert len(calls) == 2 and not (tmp_path / "cache" / "datasets").exists()

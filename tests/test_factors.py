@@ -222,3 +222,19 @@ def test_annotation_reports_options_and_peak_memory(lme):
     assert ann.info["peak_rss_gb"] > 0 and ann.info["seconds_beyond_embedding"] >= 0
     with pytest.raises(ParameterError, match="factor_set"):
         Fm.annotate(lme, "blind", factor_set="fancy", use_cache=False, progress=False)
+
+
+def test_a_sample_annotates_like_its_part_of_the_whole(lme):
+    # annotate works on the turns the usable cases' haystacks hold (Dataset.used_turns) and maps
+    # them back: a one-question dataset gives that question's rows of the whole annotation
+    part_ds = lme.with_cases(lme.cases.iloc[[1]])
+    assert len(part_ds.used_turns()[1]) < len(lme.turns)
+    whole = Fm.annotate(lme, "blind", factor_set="extended", use_cache=False, progress=False)
+    part = Fm.annotate(part_ds, "blind", factor_set="extended", use_cache=False, progress=False)
+    c = list(whole.cases.case_ids).index(part.cases.case_ids[0])
+    g, n = whole.cases.case_haystack[c], part.cases.length[0]
+    assert n == whole.cases.length[g]
+    np.testing.assert_array_equal(part.turn_rows[0, :n], whole.turn_rows[g, :n])
+    np.testing.assert_array_equal(part.cases.factors[0, :n], whole.cases.factors[g, :n])
+    np.testing.assert_array_equal(part.cases.time[0, :n], whole.cases.time[g, :n])
+    np.testing.assert_array_equal(part.cases.gold_pos, whole.cases.gold_pos[whole.cases.gold_case == c])

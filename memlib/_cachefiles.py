@@ -1,0 +1,135 @@
+"""Cache files: where memlib keeps them, and how it writes and reads them safely.
+
+Every cache (embeddings, parsed datasets, factor tables, study results) lives under
+:func:`cache_root` and is written by :func:`atomic_savez` (a temporary file, flushed,
+then renamed), so a reader sees a whole file or none. A damaged file is set aside
+(:func:`set_aside`) and recomputed; a folder that cannot be written is reported once
+(:func:`cache_folder_ok`) and the work goes on uncached. This module sits below
+:mod:`memlib.datasets`, so every layer can use it.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import warnings
+import zipfile
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cache_root() -> Path:
+    """``$MEMLIB_CACHE_DIR`` or ``data/cache`` in the repository."""
+    return Path(os.environ.get("MEMLIB_CACHE_DIR", ROOT / "data" / "cache"))
+
+
+def atomic_savez(path, **arrays) -> None:
+    """Write an ``.npz`` file atomically and durably.
+
+    The data go to a temporary file in the same folder, are flushed to disk
+    (``fsync``), and the file is renamed into place; the folder is synced too.
+    So after a crash or a power cut the file is either whole or absent.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+class CacheWarning(UserWarning):
+    """A cache file could not be read, or a cache folder cannot be written: memlib recomputes and carries on."""
+
+
+#: What reading a damaged ``.npz`` can raise (truncated, random bytes, empty, missing arrays, wrong shapes).
+CORRUPT_ERRORS = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error)
+
+_REPORTED: set = set()
+
+
+def read_npz(path, names) -> dict:
+    """The arrays ``names`` of an ``.npz`` file, read whole and without pickle.
+
+    A damaged file raises one of :data:`CORRUPT_ERRORS`; the file is closed either way.
+    """
+    with open(path, "rb") as f:
+        if f.read(4) != b"PK\x03\x04":
+            raise ValueError("not an .npz archive")
+        f.seek(0)
+        with np.load(f, allow_pickle=False) as z:
+            return {name: z[name] for name in names}
+
+
+def cache_folder_ok(folder) -> bool:
+    """Whether cache files can be written in ``folder`` (created if missing), checked before any work.
+
+    It writes and removes a probe file. When that fails (read-only, not a
+    folder, no space...) a :class:`CacheWarning` names the folder and the reason,
+    once per folder and process, and the caller computes without caching: what
+    the folder already holds is still read, and nothing computed is lost to a
+    late ``PermissionError``.
+    """
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".probe-", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        report_unwritable(folder, exc)
+        return False
+    return True
+
+
+def report_unwritable(folder, exc: OSError) -> None:
+    """Warn (once per folder) that ``folder`` cannot take cache files, and why."""
+    if str(folder) in _REPORTED:
+        return
+    _REPORTED.add(str(folder))
+    warnings.warn(
+        f"cache folder {folder} is not writable ({type(exc).__name__}: {exc.strerror or exc}); results of this run "
+        "are not cached: set MEMLIB_CACHE_DIR to a writable folder to keep them",
+        CacheWarning,
+        stacklevel=3,
+    )
+
+
+def set_aside(path, exc: BaseException) -> None:
+    """Warn that a cache file is unreadable and rename it to ``<name>.corrupt``, so that it is recomputed."""
+    path = Path(path)
+    target = path.with_name(path.name + ".corrupt")
+    try:
+        os.replace(path, target)
+        fate = f"moved to {target.name}"
+    except OSError as err:
+        fate = f"left in place ({err.strerror or err}) and skipped"
+    warnings.warn(
+        f"{path}: unreadable cache file ({type(exc).__name__}: {exc}); {fate}; what it held is recomputed",
+        CacheWarning,
+        stacklevel=3,
+    )
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # e.g. Windows cannot open a folder
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
