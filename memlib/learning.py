@@ -189,13 +189,15 @@ def fit_mlp(cases, columns, hidden=(16, 16), epochs: int = 200, lr: float = 0.01
     gh = cases.case_haystack[cases.gold_case]
     gp = cases.gold_pos
     N = cases.factors.shape[1]
-    gold_keys = np.unique(cases.gold_case * N + gp)
+    is_gold = np.zeros((len(cases.case_haystack), N), dtype=bool)  # per case: which positions are its gold
+    is_gold[cases.gold_case, gp] = True
     lengths = cases.length[gh]
+    F_gold = F[gh, gp]  # each gold turn is scored once per epoch, then paired with its negatives
     for _ in range(epochs):
         neg = (rng.random((len(gp), n_negatives)) * lengths[:, None]).astype(np.int64)
-        ok = ~np.isin(cases.gold_case[:, None] * N + neg, gold_keys)
+        ok = ~is_gold[cases.gold_case[:, None], neg]
         rows = np.repeat(np.arange(len(gp)), n_negatives)[ok.ravel()]
-        s_gold = net(F[gh[rows], gp[rows]]).squeeze(-1)
+        s_gold = net(F_gold).squeeze(-1)[torch.from_numpy(rows)]
         s_neg = net(F[gh[rows], neg.ravel()[ok.ravel()]]).squeeze(-1)
         loss = torch.nn.functional.softplus(-(s_gold - s_neg)).mean()
         opt.zero_grad()
