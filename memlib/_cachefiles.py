@@ -1,8 +1,9 @@
 """Cache files: where memlib keeps them, and how it writes and reads them safely.
 
 Every cache (embeddings, parsed datasets, factor tables, study results) lives under
-:func:`cache_root` and is written by :func:`atomic_savez` (a temporary file, flushed,
-then renamed), so a reader sees a whole file or none. A damaged file is set aside
+:func:`cache_root` and is written atomically (:func:`atomic_savez`, or the compressed
+writer of :mod:`memlib.studies._cache`: a temporary file, flushed, then renamed), so a
+reader sees a whole file or none. A damaged file is set aside
 (:func:`set_aside`) and recomputed; a folder that cannot be written is reported once
 (:func:`cache_folder_ok`) and the work goes on uncached. This module sits below
 :mod:`memlib.datasets`, so every layer can use it.

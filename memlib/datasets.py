@@ -282,7 +282,7 @@ class Dataset:
         >>> import pandas as pd
         >>> turns = pd.DataFrame({"session": ["a", "b", "b"], "turn": [0, 0, 1], "text_id": [0, 1, 2]})
         >>> sessions = pd.DataFrame({"session": ["a", "b"], "first_turn": [0, 1], "n_turns": [1, 2]})
-        >>> cases = pd.DataFrame({"haystack": [("b",)], "gold": [(2,)], "usable": [True]})
+        >>> cases = pd.DataFrame({"case_id": ["q"], "haystack": [("b",)], "gold": [(2,)], "usable": [True]})
         >>> sub, rows = Dataset("d", turns, sessions, cases, ["x", "y", "z"]).used_turns()
         >>> rows.tolist(), sub.sessions["first_turn"].tolist(), sub.cases["gold"].tolist()
         ([1, 2], [0], [(1,)])
@@ -295,8 +295,13 @@ class Dataset:
         new_row = np.full(len(self.turns), -1, dtype=np.int64)
         new_row[rows] = np.arange(len(rows))
         sessions = self.sessions[self.sessions["session"].isin(used)].reset_index(drop=True)
-        sessions = sessions.assign(first_turn=new_row[sessions["first_turn"].to_numpy()])
-        cases = self.cases.assign(gold=[tuple(int(new_row[g]) for g in gold) for gold in self.cases["gold"]])
+        # a session's first row is the number of kept rows before it (also right for an empty session)
+        sessions = sessions.assign(first_turn=np.searchsorted(rows, sessions["first_turn"].to_numpy()))
+        gold = [tuple(int(new_row[g]) for g in gold) for gold in self.cases["gold"]]
+        for case_id, g in zip(self.cases["case_id"], gold):
+            if -1 in g:
+                raise DatasetError(f"{self.name}: case {case_id!r} has a gold turn outside its haystack")
+        cases = self.cases.assign(gold=gold)
         turns = self.turns.iloc[rows].reset_index(drop=True)
         return Dataset(self.name, turns, sessions, cases, self.texts, self.source, dict(self.skipped)), rows
 
@@ -806,7 +811,9 @@ def load(dataset) -> Dataset:
     ``locomo10.json`` by :func:`load_locomo`, and any other ``.json`` (or
     ``.json.gz``) as LongMemEval's schema. ``Dataset.source`` names the file read.
     The same file is parsed once per process while it is unchanged (the result is
-    shared: treat it as read-only; ``with_cases``, ``limit`` and ``sample`` copy).
+    shared: treat it as read-only; ``with_cases``, ``limit`` and ``sample`` copy),
+    and across processes its parse is read back from the parsed-dataset cache
+    (:func:`_parsed`; ``MEMLIB_DATASET_CACHE=0`` turns that off).
     """
     if isinstance(dataset, str) and dataset in DATASETS:
         path = resolve_dataset(dataset)
@@ -845,9 +852,11 @@ def _parsed(path: Path, name: str, reader) -> Dataset:
     Parsing LongMemEval-S takes about 10 s, and every study process and notebook kernel
     that reads it paid that; the cached form loads in about 1 s. The cache file, one
     ``.npz`` of plain arrays (no pickle) under ``cache_root() / "datasets"``, is keyed by
-    the file's sha256 and path, the name it was loaded under and this module's source, so an edited
-    file or loader never reads a stale parse. It is written atomically, and only when it
-    reads back equal to the parse; a damaged one is set aside and the file parsed again.
+    the file's sha256 and path, the name it was loaded under, this module's source and the
+    numpy and pandas versions, so an edited file or loader never reads a stale parse. It is
+    written atomically, and only when it reads back equal to the parse (a dataset with a
+    column it cannot store as plain arrays is not cached); a damaged one is set aside and
+    the file parsed again.
     """
     from memlib._cachefiles import (
         CORRUPT_ERRORS,
@@ -860,16 +869,18 @@ def _parsed(path: Path, name: str, reader) -> Dataset:
 
     if not parsed_cache_enabled():
         return reader(path)
-    h = hashlib.sha256(Path(__file__).read_bytes())
-    h.update(f"\0{name}\0{Path(path).resolve()}\0{sha256_file(path)}".encode())
+    h = hashlib.sha256(f"format {PARSED_FORMAT}\0numpy {np.__version__}\0pandas {pd.__version__}\0".encode())
+    h.update(Path(__file__).read_bytes())
+    h.update(f"\0{name}\0{path}\0{Path(path).resolve()}\0{sha256_file(path)}".encode())
     folder = cache_root() / "datasets"
     prefix = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(name).name).lstrip(".") or "dataset"
     cached = folder / f"{prefix}-{h.hexdigest()[:24]}.npz"
-    if cached.is_file():
-        try:
-            return _dataset_from_npz(cached)
-        except CORRUPT_ERRORS + (TypeError, IndexError, UnicodeDecodeError) as exc:
-            set_aside(cached, exc)
+    try:
+        return _dataset_from_npz(cached)
+    except FileNotFoundError:  # not cached (or pruned a moment ago by another process)
+        pass
+    except CORRUPT_ERRORS + (TypeError, IndexError, UnicodeDecodeError) as exc:
+        set_aside(cached, exc)
     ds = reader(path)
     try:
         arrays = _dataset_arrays(ds)
@@ -882,10 +893,20 @@ def _parsed(path: Path, name: str, reader) -> Dataset:
     except OSError as exc:
         report_unwritable(folder, exc)
         return ds
-    for old in folder.glob(f"{prefix}-*.npz"):  # earlier parses of this name (another file or loader)
-        if old != cached:
-            old.unlink(missing_ok=True)
+    # earlier parses under this name (another content, loader or library version); a clone that reads
+    # another file under the same name parses again rather than letting the folder grow
+    stale = re.compile(re.escape(prefix) + r"-[0-9a-f]{24}\.npz")
+    for old in folder.iterdir():
+        if old != cached and stale.fullmatch(old.name):
+            try:
+                old.unlink(missing_ok=True)
+            except OSError:  # e.g. a shared folder whose files belong to someone else
+                pass
     return ds
+
+
+#: The layout of a parsed-dataset cache file; bump it when :func:`_dataset_arrays` changes.
+PARSED_FORMAT = 1
 
 
 class _NotStorable(TypeError):
@@ -917,6 +938,8 @@ def _frame_arrays(prefix: str, frame: pd.DataFrame, out: dict, skip=()) -> list:
         values = series.tolist()
         if series.dtype.kind in "biufmM":
             out[key] = series.to_numpy()
+            if out[key].dtype.hasobject:  # e.g. time-zone aware or nullable columns: never pickled
+                raise _NotStorable(f"column {col!r} of dtype {series.dtype}")
             spec["kind"] = "array"
         elif all(isinstance(v, str) for v in values):
             codes, uniques = pd.factorize(series)

@@ -496,8 +496,8 @@ def annotate(
 
     # only the turns the usable cases' haystacks hold are embedded and scored; `kept` maps them back
     day_zero = ds.turns["timestamp"].min()
-    ds, kept = usable.used_turns()
-    turns = ds.turns
+    sub, kept = usable.used_turns()
+    turns = sub.turns
     text_ids = turns["text_id"].to_numpy()
     used_texts = np.unique(text_ids)
     E_text = np.zeros((len(ds.texts), 384), np.float32)
@@ -541,7 +541,7 @@ def annotate(
         usage_col = np.zeros(len(turns))
 
     anchor = ANCHORS[regime]()
-    anchor.prepare(ds, E)
+    anchor.prepare(sub, E)
     qvecs = None
     if anchor.per_question:
         qvecs = embed(usable.cases["question"].tolist(), max_seq_length=setting, progress=progress, use_cache=use_cache)
@@ -552,10 +552,10 @@ def annotate(
     hay_index: dict = {}
     factors, times, rows_list, case_h = [], [], [], []
     base: dict = {}  # per unique history: (rows, factors without the goal column, position of each row)
-    first = dict(zip(ds.sessions["session"], ds.sessions["first_turn"]))
-    count = dict(zip(ds.sessions["session"], ds.sessions["n_turns"]))
+    first = dict(zip(sub.sessions["session"], sub.sessions["first_turn"]))
+    count = dict(zip(sub.sessions["session"], sub.sessions["n_turns"]))
     gold = []
-    for c, (hay, gold_rows) in enumerate(zip(ds.cases["haystack"], ds.cases["gold"])):
+    for c, (hay, gold_rows) in enumerate(zip(sub.cases["haystack"], sub.cases["gold"])):
         if hay not in base:
             rows = np.concatenate([np.arange(first[s], first[s] + count[s]) for s in hay])
             F = np.zeros((len(rows), len(FACTORS)), np.float32)
@@ -570,7 +570,7 @@ def annotate(
         key_h = (hay, c) if anchor.per_question else hay
         if key_h not in hay_index:
             F = F0.copy()
-            F[:, 1] = anchor.goal(ds, c, rows, E, None if qvecs is None else qvecs[c])
+            F[:, 1] = anchor.goal(sub, c, rows, E, None if qvecs is None else qvecs[c])
             hay_index[key_h] = len(factors)
             factors.append(F)
             times.append(t_days[rows])

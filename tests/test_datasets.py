@@ -1,6 +1,9 @@
 import json
+import tempfile
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from fixtures import longmemeval_records, write_jsonl, write_longmemeval
@@ -259,7 +262,8 @@ def test_a_parsed_dataset_is_cached_and_reads_back_equal(tmp_path, monkeypatch):
     D._LOADED.clear()  # a new process
     second = D.load(path)
     assert len(calls) == 1  # the second load read the cache
-    assert D._same_dataset(first, second) and second is not first
+    assert second is not first
+    _assert_same(first, second)
     assert second.cases["gold"].tolist() == first.cases["gold"].tolist()
     assert [p.name for p in (tmp_path / "cache" / "datasets").iterdir()] == [
         p.name for p in (tmp_path / "cache" / "datasets").glob("lme.json-*.npz")
@@ -300,3 +304,26 @@ def test_the_parse_cache_can_be_turned_off(tmp_path, monkeypatch):
     D._LOADED.clear()
     D.load(path)
     assert len(calls) == 2 and not (tmp_path / "cache" / "datasets").exists()
+
+
+def _assert_same(a, b):
+    assert (a.name, a.source, a.skipped, a.texts) == (b.name, b.source, b.skipped, b.texts)
+    for x, y in ((a.turns, b.turns), (a.sessions, b.sessions), (a.cases, b.cases)):
+        pd.testing.assert_frame_equal(x, y, check_exact=True, check_dtype=True)
+
+
+@pytest.mark.parametrize("fmt", ["longmemeval", "jsonl", "locomo"])
+def test_every_format_round_trips_through_the_parse_cache(tmp_path, fmt):
+    if fmt == "locomo":
+        ds = D.load_locomo(D.resolve_dataset("locomo"))
+    else:
+        write = write_longmemeval if fmt == "longmemeval" else write_jsonl
+        ds = D.load(str(write(tmp_path / ("lme.json" if fmt == "longmemeval" else "conv.jsonl"))))
+    _assert_same(ds, D._dataset_from_arrays(D._dataset_arrays(ds)))
+
+
+def test_a_column_the_cache_cannot_store_is_refused():
+    ds = D.load_longmemeval(write_longmemeval(Path(tempfile.mkdtemp()) / "lme.json"))
+    ds.cases["question_date"] = ds.cases["question_date"].dt.tz_localize("UTC")  # an object array
+    with pytest.raises(D._NotStorable, match="question_date"):
+        D._dataset_arrays(ds)

@@ -224,17 +224,62 @@ def test_annotation_reports_options_and_peak_memory(lme):
         Fm.annotate(lme, "blind", factor_set="fancy", use_cache=False, progress=False)
 
 
-def test_a_sample_annotates_like_its_part_of_the_whole(lme):
+def test_a_sample_annotates_like_its_part_of_the_whole(tmp_path):
     # annotate works on the turns the usable cases' haystacks hold (Dataset.used_turns) and maps
-    # them back: a one-question dataset gives that question's rows of the whole annotation
-    part_ds = lme.with_cases(lme.cases.iloc[[1]])
-    assert len(part_ds.used_turns()[1]) < len(lme.turns)
-    whole = Fm.annotate(lme, "blind", factor_set="extended", use_cache=False, progress=False)
-    part = Fm.annotate(part_ds, "blind", factor_set="extended", use_cache=False, progress=False)
+    # them back: a one-question dataset gives that question's rows of the whole annotation. Here q2's
+    # history starts a day after the file's first turn, so times stay counted from the file's start,
+    # and retrievals (per row of the whole turn table) and task utility must follow the remapping.
+    recs = longmemeval_records()
+    keep = [k for k, sid in enumerate(recs[1]["haystack_session_ids"]) if sid != "filler_a"]
+    for key in ("haystack_session_ids", "haystack_dates", "haystack_sessions"):
+        recs[1][key] = [recs[1][key][k] for k in keep]
+    ds = D.load_longmemeval(write_longmemeval(tmp_path / "lme.json", recs))
+    part_ds = ds.with_cases(ds.cases.iloc[[1]])
+    sub, rows = part_ds.used_turns()
+    assert len(rows) < len(ds.turns) and sub.turns["text"].tolist() == ds.turns["text"].iloc[rows].tolist()
+    options = dict(
+        factor_set="extended",
+        retrievals=np.arange(len(ds.turns)),
+        task_utility=lambda texts: np.array([len(t) % 7 / 7 for t in texts]),
+        use_cache=False,
+        progress=False,
+    )
+    whole = Fm.annotate(ds, "blind", **options)
+    part = Fm.annotate(part_ds, "blind", **options)
     c = list(whole.cases.case_ids).index(part.cases.case_ids[0])
     g, n = whole.cases.case_haystack[c], part.cases.length[0]
-    assert n == whole.cases.length[g]
+    assert n == whole.cases.length[g] and part.cases.time[0, 0] > 0.5  # a day after the file's first turn
     np.testing.assert_array_equal(part.turn_rows[0, :n], whole.turn_rows[g, :n])
     np.testing.assert_array_equal(part.cases.factors[0, :n], whole.cases.factors[g, :n])
     np.testing.assert_array_equal(part.cases.time[0, :n], whole.cases.time[g, :n])
     np.testing.assert_array_equal(part.cases.gold_pos, whole.cases.gold_pos[whole.cases.gold_case == c])
+    assert part.info["cases"] == 1 and whole.info["cases"] == 3  # counts of the dataset passed in
+
+
+def test_used_turns_keeps_empty_sessions_and_refuses_gold_outside_the_haystack():
+    import pandas as pd
+
+    turns = pd.DataFrame({"session": ["x", "x", "a", "a", "b", "b"], "text_id": range(6)})
+    # "e" is empty: it starts where the next session does
+    sessions = pd.DataFrame({"session": ["x", "a", "e", "b"], "first_turn": [0, 2, 4, 4], "n_turns": [2, 2, 0, 2]})
+    cases = pd.DataFrame({"case_id": ["q"], "haystack": [("a", "e", "b")], "gold": [(3, 5)], "usable": [True]})
+    sub, rows = D.Dataset("d", turns, sessions, cases, list("uvwxyz")).used_turns()
+    assert rows.tolist() == [2, 3, 4, 5]
+    assert sub.sessions["first_turn"].tolist() == [0, 2, 2] and sub.cases["gold"].tolist() == [(1, 3)]
+    bad = cases.assign(gold=[(0,)])
+    with pytest.raises(D.DatasetError, match="case 'q' has a gold turn outside its haystack"):
+        D.Dataset("d", turns, sessions, bad, list("uvwxyz")).used_turns()
+
+
+def test_a_history_ending_in_an_empty_session_annotates(tmp_path):
+    # the empty session is the last one the loader registers: it starts one past the last turn row
+    recs = longmemeval_records()
+    recs[1]["haystack_session_ids"].append("silent")
+    recs[1]["haystack_dates"].append("2023/05/30 (Tue) 10:00")
+    recs[1]["haystack_sessions"].append([])
+    ds = D.load_longmemeval(write_longmemeval(tmp_path / "lme.json", recs))
+    assert ds.sessions["first_turn"].iloc[-1] == len(ds.turns)
+    part = Fm.annotate(ds.with_cases(ds.cases.iloc[[1]]), "blind", use_cache=False, progress=False)
+    whole = Fm.annotate(ds, "blind", use_cache=False, progress=False)
+    g, n = whole.cases.case_haystack[1], part.cases.length[0]
+    np.testing.assert_array_equal(part.cases.factors[0, :n], whole.cases.factors[g, :n])
