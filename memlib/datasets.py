@@ -877,7 +877,7 @@ def _parsed(path: Path, name: str, reader) -> Dataset:
     cached = folder / f"{prefix}-{h.hexdigest()[:24]}.npz"
     try:
         return _dataset_from_npz(cached)
-    except FileNotFoundError:  # not cached (or pruned a moment ago by another process)
+    except (FileNotFoundError, NotADirectoryError):  # not cached, pruned a moment ago, or no cache folder
         pass
     except CORRUPT_ERRORS + (TypeError, IndexError, UnicodeDecodeError) as exc:
         set_aside(cached, exc)
