@@ -118,6 +118,10 @@ def test_parameters_code_and_data_each_invalidate(counted, monkeypatch):
     assert len(calls) == 4
     study.run(str(data))
     assert len(calls) == 4
+    data.write_text("one\ntwo\n")  # the same content copied again, at another time: still the same data
+    os.utime(data, ns=(2, 2))
+    study.run(str(data))
+    assert len(calls) == 4
 
 
 def test_a_damaged_cache_file_is_recomputed_with_a_warning(counted, tmp_path):

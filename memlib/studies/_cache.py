@@ -4,8 +4,9 @@ A result is stored under a key that hashes three things:
 
 * the **code version**: every ``memlib`` source file, and the versions of the
   libraries that compute (numpy, pandas, torch, ...);
-* the **data fingerprint**: for a ``dataset`` parameter, the file it resolves to,
-  with its size and modification time;
+* the **data fingerprint**: for a ``dataset`` parameter, the file it resolves to
+  and the sha256 of its content (so a file copied again, with a new modification
+  time, still hits; an edited one misses);
 * the **parameters**: every keyword the study takes, defaults filled in
   (``progress`` is left out: it changes nothing but the terminal).
 
@@ -92,9 +93,11 @@ def code_version() -> str:
 
 
 def data_fingerprint(dataset) -> dict:
-    """The file behind a ``dataset`` parameter: its resolved path, size and modification time.
+    """The file behind a ``dataset`` parameter: its resolved path and the sha256 of its content.
 
-    Raises :class:`Uncacheable` for a value that is neither a dataset name nor a path.
+    The hash is computed once per process and file version
+    (:func:`memlib.datasets.file_sha256`). Raises :class:`Uncacheable` for a value that is neither a
+    dataset name nor a path.
     """
     from memlib import datasets
 
@@ -106,8 +109,7 @@ def data_fingerprint(dataset) -> dict:
         raise Uncacheable(f"dataset of type {type(dataset).__name__}")
     if not path.is_file():  # the study itself reports the missing file
         raise Uncacheable(f"no file at {path}")
-    stat = path.stat()
-    return {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    return {"path": str(path.resolve()), "sha256": datasets.file_sha256(path)}
 
 
 def key(name: str, func, args: tuple, kwargs: dict) -> str:
