@@ -12,6 +12,7 @@ reader sees a whole file or none. A damaged file is set aside
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import warnings
 import zipfile
@@ -21,6 +22,15 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def safe_name(name) -> str:
+    """A name made safe for a cache file name (no folders, no dots leading out of the cache root).
+
+    >>> safe_name("../../x y.json")
+    '_.._x_y.json'
+    """
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name)).lstrip(".") or "dataset"
 
 
 def cache_root() -> Path:

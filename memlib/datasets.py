@@ -49,6 +49,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from memlib._cachefiles import (
+    CORRUPT_ERRORS,
+    atomic_savez,
+    cache_folder_ok,
+    cache_root,
+    report_unwritable,
+    safe_name,
+    set_aside,
+)
 from memlib._checks import ParameterError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -877,22 +886,13 @@ def _parsed(path: Path, name: str, reader) -> Dataset:
     column it cannot store as plain arrays is not cached); a damaged one is set aside and
     the file parsed again.
     """
-    from memlib._cachefiles import (
-        CORRUPT_ERRORS,
-        atomic_savez,
-        cache_folder_ok,
-        cache_root,
-        report_unwritable,
-        set_aside,
-    )
-
     if not parsed_cache_enabled():
         return reader(path)
     h = hashlib.sha256(f"format {PARSED_FORMAT}\0numpy {np.__version__}\0pandas {pd.__version__}\0".encode())
     h.update(Path(__file__).read_bytes())
     h.update(f"\0{name}\0{path}\0{Path(path).resolve()}\0{file_sha256(path)}".encode())
     folder = cache_root() / "datasets"
-    prefix = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(name).name).lstrip(".") or "dataset"
+    prefix = safe_name(Path(name).name)
     cached = folder / f"{prefix}-{h.hexdigest()[:24]}.npz"
     try:
         return _dataset_from_npz(cached)

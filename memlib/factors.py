@@ -57,6 +57,7 @@ import numpy as np
 import pandas as pd
 
 from memlib import FACTORS
+from memlib._cachefiles import safe_name as _safe_name
 from memlib._checks import ParameterError, check_choice
 from memlib.datasets import Dataset, DatasetError
 from memlib.embeddings import (
@@ -658,11 +659,6 @@ def peak_rss_gb() -> float:
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return round(peak / (1e9 if sys.platform == "darwin" else 1e6), 3)
-
-
-def _safe_name(name: str) -> str:
-    """A dataset name made safe for a cache file name (no folders, no dots leading out of the root)."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name)).lstrip(".") or "dataset"
 
 
 def save_annotation(ann: Annotation, path) -> None:
