@@ -31,18 +31,24 @@ def check_fraction(name: str, value) -> float:
     return float(value)
 
 
-def check_int(name: str, value, minimum: int = 0) -> int:
-    """Return ``value`` as an int that is at least ``minimum``.
+def check_int(name: str, value, minimum: int = 0, maximum: int | None = None) -> int:
+    """Return ``value`` as an int that is at least ``minimum`` (and at most ``maximum`` if given).
 
     >>> check_int("n_train", 0, minimum=1)
     Traceback (most recent call last):
     ...
     memlib._checks.ParameterError: n_train must be an integer >= 1, got 0
+    >>> check_int("n_train", 10**20, minimum=1, maximum=100_000)
+    Traceback (most recent call last):
+    ...
+    memlib._checks.ParameterError: n_train must be at most 100000, got 100000000000000000000
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ParameterError(f"{name} must be an integer >= {minimum}, got {value!r}")
     if int(value) < minimum:
         raise ParameterError(f"{name} must be an integer >= {minimum}, got {value}")
+    if maximum is not None and int(value) > maximum:
+        raise ParameterError(f"{name} must be at most {maximum}, got {value}")
     return int(value)
 
 

@@ -47,8 +47,15 @@ def prepare(out_dir, parameters: dict | None = None, paths=None) -> list[Path]:
     """Write every notebook as ``.ipynb`` into ``out_dir`` with ``parameters`` injected."""
     import nbformat
 
+    from memlib._checks import ParameterError
+
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ParameterError(f"{out_dir}: is a file, not a folder: notebooks are written into a folder")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):  # a parent is a file
+        raise ParameterError(f"{out_dir}: cannot make this folder: a parent of it is a file") from None
     written = []
     for md in paths or notebook_paths():
         target = out_dir / (Path(md).stem + ".ipynb")
@@ -271,6 +278,7 @@ def sweep(md_path, grid: dict, out_dir="results/sweeps", progress: bool = True):
     import json
 
     import pandas as pd
+    from papermill.exceptions import PapermillExecutionError
     from tqdm import tqdm
 
     from memlib._checks import ParameterError
@@ -294,13 +302,24 @@ def sweep(md_path, grid: dict, out_dir="results/sweeps", progress: bool = True):
             f"unknown parameter(s) {', '.join(unknown)} for {md_path.name}; "
             f"its parameters cell declares: {', '.join(declared)}"
         )
+    for name, values in grid.items():  # before any run
+        for value in values:
+            check_parameter_type(md_path.name, name, value, declared[name])
     names = list(grid)
     combos = [dict(zip(names, vals)) for vals in itertools.product(*(grid[n] for n in names))] or [{}]
     folder = Path(out_dir) / md_path.stem
     frames = []
     for params in tqdm(combos, desc=f"sweep {md_path.stem}", disable=not progress):
         run = hashlib.sha1(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:10]
-        done = execute(md_path, folder / f"{run}.ipynb", parameters=params)
+        try:
+            done = execute(md_path, folder / f"{run}.ipynb", parameters=params)
+        except PapermillExecutionError as exc:  # one line: the run, and the cell's own error
+            shown = ", ".join(f"{k}={v!r}" for k, v in params.items()) or "its defaults"
+            reason = " ".join(str(exc.evalue).split())[:300]
+            raise ParameterError(
+                f"{md_path.name} failed with {shown} (cell {exc.exec_count}: {exc.ename}: {reason}); "
+                f"the executed notebook is {folder / f'{run}.ipynb'}"
+            ) from None
         records = read_results(done)
         if not records:
             raise ParameterError(f"{md_path.name} published no results table (see memlib.book.emit_results)")
@@ -313,17 +332,58 @@ def sweep(md_path, grid: dict, out_dir="results/sweeps", progress: bool = True):
     return table, path
 
 
-def _declared_parameters(nb) -> list:
+#: Stands for a default of the parameters cell that is not a literal (any value is taken).
+_NOT_LITERAL = object()
+
+
+def _declared_parameters(nb) -> dict:
+    """The names the ``parameters`` cell assigns, each with its literal default (or :data:`_NOT_LITERAL`)."""
     import ast
 
     for cell in nb.cells:
         if "parameters" in cell.metadata.get("tags", []):
-            tree = ast.parse(cell.source)
-            return [
-                t.id
-                for node in tree.body
-                if isinstance(node, ast.Assign)
-                for t in node.targets
-                if isinstance(t, ast.Name)
-            ]
-    return []
+            out = {}
+            for node in ast.parse(cell.source).body:
+                if not isinstance(node, ast.Assign):
+                    continue
+                try:
+                    default = ast.literal_eval(node.value)
+                except ValueError:
+                    default = _NOT_LITERAL
+                for t in node.targets:
+                    if isinstance(t, ast.Name):
+                        out[t.id] = default
+            return out
+    return {}
+
+
+def check_parameter_type(notebook: str, name: str, value, default) -> None:
+    """Refuse a swept value whose type does not fit the parameter's default.
+
+    An int default takes an int; a float default an int or a float; a bool
+    default a bool; a string default a string; a ``None`` or non-literal default
+    anything. Checked before any run, so a typo fails in one line instead of as
+    a kernel's traceback.
+
+    >>> check_parameter_type("05.md", "seed", 3, 0)
+    >>> check_parameter_type("05.md", "seed", "abc", 0)
+    Traceback (most recent call last):
+    ...
+    memlib._checks.ParameterError: 05.md: parameter seed takes an integer (its default is 0), got 'abc'
+    """
+    from memlib._checks import ParameterError
+
+    if default is None or default is _NOT_LITERAL:
+        return
+    if isinstance(default, bool):
+        ok, kind = isinstance(value, bool), "True or False"
+    elif isinstance(default, int):
+        ok, kind = isinstance(value, int) and not isinstance(value, bool), "an integer"
+    elif isinstance(default, float):
+        ok, kind = isinstance(value, (int, float)) and not isinstance(value, bool), "a number"
+    elif isinstance(default, str):
+        ok, kind = isinstance(value, str), "a string"
+    else:
+        ok, kind = isinstance(value, type(default)), f"a {type(default).__name__}"
+    if not ok:
+        raise ParameterError(f"{notebook}: parameter {name} takes {kind} (its default is {default!r}), got {value!r}")

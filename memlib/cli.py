@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from memlib._checks import ParameterError, check_int
+from memlib._checks import ParameterError, check_fraction, check_int
 from memlib.datasets import DatasetError
 from memlib.studies import STUDIES
 from memlib.studies._common import check_n_splits
@@ -62,6 +62,8 @@ def _run_study(args) -> pd.DataFrame:
     # bounds checked before any data is loaded or annotated (the studies check them again)
     if args.seed is not None:
         check_int("seed", args.seed, minimum=0)
+    if args.keep_fraction is not None:
+        check_fraction("keep_fraction", args.keep_fraction)
     if args.n_splits is not None:
         check_n_splits(args.n_splits)
     if "progress" in study.parameters:
@@ -105,10 +107,12 @@ def _defaults(args) -> int:
 def _annotate(args) -> int:
     import time
 
-    from memlib import datasets, factors
+    from memlib import datasets, embeddings, factors
     from memlib._checks import check_int
 
     t0 = time.perf_counter()
+    if args.device is not None:  # before the data is read or a cached table makes the device moot
+        embeddings.check_device(args.device)
     ds = datasets.load(args.dataset)
     if args.limit is not None:
         ds = ds.limit(check_int("limit", args.limit, minimum=1))

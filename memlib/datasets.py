@@ -129,7 +129,14 @@ def resolve_dataset(name: str) -> Path:
             for path in _candidates(candidate):
                 if path.is_file():
                     return resolve(candidate)
-    return resolve(files[0])
+    # none is here: the first file the registry knows says where to get it (with its URL)
+    known = [f for f in files if f in REGISTRY] or [files[0]]
+    try:
+        return resolve(known[0])
+    except DatasetError as exc:
+        if len(files) == 1:
+            raise
+        raise DatasetError(f"{exc} (memlib reads any of {', '.join(files)}, or the same name + .gz)") from None
 
 
 def sha256_file(path) -> str:
@@ -180,7 +187,7 @@ def resolve(filename: str, download: bool = True) -> Path:
     entry = REGISTRY.get(filename, {})
     for path in _candidates(filename):
         if path.is_file():
-            if entry.get("sha256") and sha256_file(path) != entry["sha256"]:
+            if entry.get("sha256") and file_sha256(path) != entry["sha256"]:
                 warnings.warn(f"{path}: sha256 differs from the pinned release of {filename}", stacklevel=2)
             return path
     where = ", ".join(dict.fromkeys(str(p.parent) for p in _candidates(filename)))

@@ -117,10 +117,24 @@ def default_device() -> str:
 
 
 def check_device(device: str) -> str:
-    """Validate an embedding device name (:data:`DEVICES`)."""
-    from memlib._checks import check_choice
+    """Validate an embedding device name (:data:`DEVICES`) and that torch can use it here.
 
-    return check_choice("device", device, DEVICES)
+    ``cuda`` on a machine where torch sees no CUDA device (or ``mps`` without
+    Metal) is refused with one line, before any model is loaded or cache read.
+    """
+    from memlib._checks import ParameterError, check_choice
+
+    check_choice("device", device, DEVICES)
+    if device == "cpu":
+        return device
+    import torch
+
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ParameterError(f"device 'cuda' is not available: torch {torch.__version__} sees no CUDA device")
+    mps = getattr(torch.backends, "mps", None)
+    if device == "mps" and (mps is None or not mps.is_available()):
+        raise ParameterError(f"device 'mps' is not available: torch {torch.__version__} sees no Metal device")
+    return device
 
 
 class EmbeddingCache:

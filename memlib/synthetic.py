@@ -44,16 +44,23 @@ GOLD_AGE_DAYS = (20.0, 60.0)
 DISTRACTOR_AGE_DAYS = (0.0, 10.0)
 
 
+#: The most cases one call draws (about 110 MB of factors at the default 20 items a case): a bound,
+#: so a mistyped count fails at once instead of filling the memory.
+MAX_CASES = 100_000
+#: The most gold or distractor items one case holds.
+MAX_ITEMS = 10_000
+
+
 def make_cases(n_cases: int, seed: int = 0, n_gold: int = 4, n_distractors: int = 16) -> CaseSet:
     """Draw ``n_cases`` synthetic cases (see module docstring for the design).
 
     Item order within a case is shuffled; time is ``60 - age`` in days, so a
     larger time is more recent.
     """
-    n_cases = check_int("n_cases", n_cases, minimum=1)
+    n_cases = check_int("n_cases", n_cases, minimum=1, maximum=MAX_CASES)
     seed = check_int("seed", seed, minimum=0)
-    n_gold = check_int("n_gold", n_gold, minimum=1)
-    n_distractors = check_int("n_distractors", n_distractors, minimum=1)
+    n_gold = check_int("n_gold", n_gold, minimum=1, maximum=MAX_ITEMS)
+    n_distractors = check_int("n_distractors", n_distractors, minimum=1, maximum=MAX_ITEMS)
     rng = np.random.default_rng(seed)
     n = n_gold + n_distractors
     is_gold = np.r_[np.ones(n_gold, bool), np.zeros(n_distractors, bool)]

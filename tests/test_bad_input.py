@@ -294,9 +294,9 @@ def test_no_usable_cases_is_one_line_for_a_study(tmp_path):
     recs = longmemeval_records()
     path = write_longmemeval(tmp_path / "lme.json", [recs[2], dict(recs[2], question_id="q4_abs")])
     out = run("study", "oracle-blind", "--dataset", str(path), "--quick", MEMLIB_CACHE_DIR=str(tmp_path / "cache"))
-    one_error_line(out, "no usable cases to split: no question has a gold turn")
+    one_error_line(out, "lme: no usable question (none has a gold turn in its history)")
     out = run("study", "stream", "--dataset", str(path), "--quick", MEMLIB_CACHE_DIR=str(tmp_path / "cache"))
-    one_error_line(out, "lme: no usable question (with gold turns, not an abstention) to stream")
+    one_error_line(out, "lme: no usable question (none has a gold turn in its history)")
 
 
 @pytest.mark.parametrize("study", ["mlp", "sweep", "optimisers"])

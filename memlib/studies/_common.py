@@ -84,9 +84,20 @@ def load_regimes(
     if sample is not None:
         ds = ds.sample(check_int("sample", sample, minimum=1))
     anns = {r: factors.annotate(ds, r, factor_set=factor_set, embedding=embedding, progress=progress) for r in REGIMES}
+    require_cases(ds.name, anns["blind"].cases)
     if not np.array_equal(anns["blind"].cases.case_ids, anns["oracle"].cases.case_ids):
         raise RuntimeError("blind and oracle annotations disagree on the cases")
     return ds, anns
+
+
+def require_cases(dataset_name: str, cases) -> None:
+    """Refuse an annotation with no usable case, in one line naming the dataset.
+
+    Every study needs at least one question with a gold turn in its history;
+    without one, pandas and numpy would fail later with errors that name neither.
+    """
+    if cases.n_cases == 0:
+        raise ParameterError(f"{dataset_name}: no usable question (none has a gold turn in its history)")
 
 
 def load_regime(dataset, regime: str, quick: bool = False, limit: int | None = None, progress: bool = False, **data):
@@ -155,10 +166,7 @@ def check_n_splits(n_splits) -> int:
     ...
     memlib._checks.ParameterError: n_splits must be at most 10000, got 100000000000000000000
     """
-    n_splits = check_int("n_splits", n_splits, minimum=2)
-    if n_splits > MAX_SPLITS:
-        raise ParameterError(f"n_splits must be at most {MAX_SPLITS}, got {n_splits}")
-    return n_splits
+    return check_int("n_splits", n_splits, minimum=2, maximum=MAX_SPLITS)
 
 
 def split_plan(groups, n_splits: int, seed: int):

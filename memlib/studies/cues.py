@@ -45,7 +45,7 @@ from memlib.learning import (
     retention_mass,
 )
 from memlib.metrics import RetentionEvaluator, expected_random_retention, paired_bootstrap
-from memlib.studies._common import group_splits, split_plan
+from memlib.studies._common import group_splits, require_cases, split_plan
 
 #: Linear learners of the cue value (signed weights).
 LINEAR_LEARNERS = ("hill_climb", "cma_es", "surrogate", "surrogate+hill_climb")
@@ -672,6 +672,7 @@ def load_cue_data(
     if sample is not None:
         ds = ds.sample(check_int("sample", sample, minimum=1))
     ann = factors.annotate(ds, "blind", factor_set="paper", embedding=embedding, progress=progress)
+    require_cases(ds.name, ann.cases)
     t1 = time.perf_counter()
     raw = compute_cues(ds, ann, embedding=embedding, progress=progress)
     t2 = time.perf_counter()

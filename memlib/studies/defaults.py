@@ -50,7 +50,7 @@ from memlib.cues import STORE_CUES
 from memlib.forgetting import RECENCY_EXPONENT
 from memlib.learning import fit_cue_value, hill_climb, retention_mass
 from memlib.metrics import RetentionEvaluator
-from memlib.studies._common import learner_settings
+from memlib.studies._common import learner_settings, require_cases
 from memlib.studies.stream import two_folds
 
 #: Datasets the defaults are measured on (two kinds of conversation: person-person and user-assistant).
@@ -165,6 +165,7 @@ def load_history(dataset: str, quick: bool = False, sample: int | None = None, e
     elif sample is not None:
         ds = ds.sample(check_int("sample", sample, minimum=2))  # a smaller dataset is used whole
     ann = factors.annotate(ds, "blind", factor_set="paper", embedding=embedding, progress=progress)
+    require_cases(ds.name, ann.cases)
     raw = compute_cues(ds, ann, embedding=embedding, progress=progress).select(STORE_CUES)
     rows = ann.turn_rows
     valid = rows >= 0

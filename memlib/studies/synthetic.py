@@ -23,7 +23,7 @@ from memlib.learning import LearnResult, hill_climb
 from memlib.metrics import RetentionEvaluator, expected_random_retention
 from memlib.scoring import policy_scores
 from memlib.studies._common import learner_settings
-from memlib.synthetic import make_cases
+from memlib.synthetic import MAX_CASES, make_cases
 
 #: Policies of Table 2 (the paper's list), plus the random baseline.
 SYNTHETIC_POLICIES = ("learned_V", "uniform_V", "emotion_only", "self_only", "recency_only", "random")
@@ -90,8 +90,8 @@ def synthetic_confounds(
     from ``seed``, so they are disjoint.
     """
     seed = check_int("seed", seed, minimum=0)
-    n_train = check_int("n_train", n_train, minimum=1)
-    n_test = check_int("n_test", n_test, minimum=1)
+    n_train = check_int("n_train", n_train, minimum=1, maximum=MAX_CASES)
+    n_test = check_int("n_test", n_test, minimum=1, maximum=MAX_CASES)
     keep_fraction = check_fraction("keep_fraction", keep_fraction)
     train_seed, test_seed, learn_seed = np.random.SeedSequence(seed).generate_state(3)
     train = make_cases(n_train, seed=int(train_seed))
