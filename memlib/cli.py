@@ -208,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument(
         "--dataset",
         required=True,
-        help="locomo, longmemeval_s, longmemeval_m, longmemeval_oracle, or a path to a data file",
+        help="locomo, longmemeval_s, longmemeval_m, longmemeval_oracle, realmem, or a path to a data file",
     )
     a.add_argument("--limit", type=int, default=None, help="only the first N conversations / questions")
     a.add_argument("--sample", type=int, default=None, help="a seeded random sample of N conversations / questions")

@@ -22,9 +22,10 @@ a session key is its source id plus a hash of its content, so the same text is
 never embedded twice and a reused id with different content is kept apart.
 
 Loaders: :func:`load_locomo` (``locomo10.json``), :func:`load_longmemeval`
-(LongMemEval S, M and oracle files share one schema) and :func:`load_jsonl`
-(the generic format documented there). :func:`load` takes a dataset name or a
-path.
+(LongMemEval S, M and oracle files share one schema), :func:`load_realmem`
+(RealMem's ten persona files; questions asked inside the stream) and
+:func:`load_jsonl` (the generic format documented there). :func:`load` takes a
+dataset name or a path.
 
 Resolver: :func:`resolve` looks for a data file in ``$MEMLIB_DATA_DIR`` (and
 its sub-folders one level deep), then in ``data/raw/``, then downloads it to
@@ -59,6 +60,7 @@ from memlib._cachefiles import (
     set_aside,
 )
 from memlib._checks import ParameterError
+from memlib._text import clean_text
 
 ROOT = Path(__file__).resolve().parent.parent
 RAW_DIR = ROOT / "data" / "raw"
@@ -96,6 +98,32 @@ REGISTRY = {
     },
 }
 
+#: RealMem (``realmem``): ten persona files, from the release at commit 067c486 (Apache-2.0).
+_REALMEM_SHA256 = {
+    "Adeleke_Okonjo": "9dc2a8bf2777c182108b3859be6987b4203b65bd6df5cbb6e1a02e4e9f871fdb",
+    "Ethan_Hunt": "67bd20d962cd0b01c1531cc82a73a0b1a1e58ef17db6e2f743fc9b35273734ac",
+    "Kenta_Tanaka": "b8fe2e606db96dbce1ffa0ab7c21b23ce83d4b5d472d80cd4bd23cd8a259d397",
+    "Kim_Ji_young": "e3e286120bc5e42d3dbe513d720f969ecebf3518fbe1a4782595e927474356a9",
+    "Liam_O_Connor": "2427ab7d7012b28c0da9b2a70b1763cb60630f5198cf6eeed1ee68d0271c551c",
+    "Lin_Wanyu": "a7a751066c48e829b3012a94f2b365febd0e6fb6db454a6d5f4ec01f9c55008a",
+    "Oliver_Smith": "25a829eb690d7f81bd47141a0cd7c174e1aa98d899111d8b04e9115f0b92e1f3",
+    "Pak_Budi": "d35e08ac141e83780b8b7bc3611feef042dbd082d0986812da1d885d028b638a",
+    "Sarah_Miller": "2e84cfb4e29bfceebfb4eed09b84e7a2a7cae8a908d8584830e4c94a29819a6d",
+    "Sophie_Dubois": "75f71e5ec0d14606debaea409075a6e631faf6a57d74ce7ec49f17476ef44e26",
+}
+#: The ten persona files of RealMem, in name order.
+REALMEM_FILES = tuple(f"{p}_dialogues_256k.json" for p in _REALMEM_SHA256)
+REGISTRY.update(
+    {
+        f"{p}_dialogues_256k.json": {
+            "url": f"https://raw.githubusercontent.com/zhiyuan5986/RealMemBench/067c486/dataset/{p}_dialogues_256k.json",
+            "sha256": digest,
+            "license": "Apache-2.0",
+        }
+        for p, digest in _REALMEM_SHA256.items()
+    }
+)
+
 #: Dataset names accepted by :func:`load`, each with the files that can hold it, most preferred
 #: first: a user's full release wins over the cleaned 498-question LongMemEval-S that the shared
 #: datasets folder holds (see ``data/README.md``). Any file may also be gzip-compressed (``.gz``).
@@ -104,6 +132,7 @@ DATASETS = {
     "longmemeval_s": ("longmemeval_s_cleaned.json", "longmemeval_s.json", "longmemeval_s_cleaned_498.json"),
     "longmemeval_m": ("longmemeval_m_cleaned.json", "longmemeval_m.json"),
     "longmemeval_oracle": ("longmemeval_oracle.json",),
+    "realmem": REALMEM_FILES,  # all ten, not one of them (:func:`resolve_realmem`)
 }
 
 
@@ -448,6 +477,16 @@ def _read_lines(path) -> list[str]:
 
 
 def _read_json_list(path) -> list:
+    data = _read_json(path)
+    if not isinstance(data, list):
+        raise DatasetError(f"{path}: expected a JSON list of records at the top level, got {type(data).__name__}")
+    if not data:
+        raise DatasetError(f"{path}: holds no records (an empty list)")
+    return data
+
+
+def _read_json(path):
+    """A whole JSON file, decoded (UTF-8, gunzipped when it ends in ``.gz``); any problem is one line."""
     try:
         with open_text(path) as f:
             text = f.read()
@@ -459,10 +498,6 @@ def _read_json_list(path) -> list:
         data = json.loads(text.removeprefix("\ufeff"))
     except json.JSONDecodeError as exc:
         raise DatasetError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(data, list):
-        raise DatasetError(f"{path}: expected a JSON list of records at the top level, got {type(data).__name__}")
-    if not data:
-        raise DatasetError(f"{path}: holds no records (an empty list)")
     return data
 
 
@@ -839,6 +874,171 @@ def load_jsonl(path, name: str | None = None) -> Dataset:
     return Dataset(name or path.stem, turns, sessions, _cases_frame(rows), b.texts, str(path), {})
 
 
+# --------------------------------------------------------------------------- RealMem
+
+_REALMEM_DATE = re.compile(r"^(\d{4}-\d{2}-\d{2})(?: \([A-Za-z]+\))?$")
+_REALMEM_ROLES = {"User": "user", "Assistant": "assistant"}
+
+
+def _realmem_date(value, path, where: str) -> pd.Timestamp:
+    m = _REALMEM_DATE.match(value) if isinstance(value, str) else None
+    if m is None:
+        _fail(path, where, f"cannot read date {_describe(value)} (expected like '2025-12-15 (Monday)')")
+    try:
+        return pd.Timestamp(m.group(1))
+    except ValueError as exc:
+        _fail(path, where, f"cannot read date {value!r} ({exc})")
+
+
+def _point_key(content) -> str:
+    """A memory point's content as a key: the string itself, or an object's canonical JSON."""
+    return content if isinstance(content, str) else json.dumps(content, sort_keys=True)
+
+
+def _realmem_persona(path: Path, b: _Builder, skipped: dict) -> tuple[list, list]:
+    """Read one persona file into ``b``; return its case rows and question dates.
+
+    A question is a turn with ``is_query: true``; its history is every session
+    before its own, in the file's order; its gold turns are those its memory
+    points came from (see :func:`load_realmem`).
+    """
+    data = _read_json(path)
+    if not isinstance(data, dict) or not isinstance(data.get("dialogues"), list):
+        _fail(path, "top level", "a RealMem file is an object with a 'dialogues' list")
+    meta = data.get("_metadata") if isinstance(data.get("_metadata"), dict) else {}
+    persona = str(meta.get("person_name") or path.name.split("_dialogues")[0])
+    sessions = data["dialogues"]
+    keys, firsts, turn_texts, points = [], [], [], []
+    position = {}  # session_uuid -> its index in the file
+    next_free = None
+    for k, s in enumerate(sessions):
+        where = f"dialogues[{k}]"
+        _require(path, where, s, ("session_uuid", "current_time", "dialogue_turns"))
+        uuid = str(s["session_uuid"])
+        if uuid in position:
+            _fail(path, where, f"session_uuid {uuid!r} repeats dialogues[{position[uuid]}]")
+        position[uuid] = k
+        date = _realmem_date(s["current_time"], path, f"{where} current_time")
+        turns = _need(path, where, "dialogue_turns", s["dialogue_turns"], list)
+        items = []
+        for j, t in enumerate(turns):
+            speaker = t.get("speaker") if isinstance(t, dict) else None
+            if speaker not in _REALMEM_ROLES or not isinstance(t.get("content"), str):
+                _fail(path, f"{where} turn {j}", "a turn needs speaker 'User' or 'Assistant' and a 'content' string")
+            role = _REALMEM_ROLES[t["speaker"]]
+            items.append((role, persona if role == "user" else role, clean_text(t["content"])))
+        # the file's order is the order of events: 111 sessions of three personas carry a date a day
+        # earlier than the session before; like LongMemEval's, such a session starts after the last turn
+        start = date if next_free is None or date >= next_free else next_free
+        next_free = start + pd.Timedelta(seconds=len(items))
+        # the label is the opaque uuid, never session_identifier: its 'Enhanced:' prefix marks sessions
+        # that hold no gold (SOURCE.md)
+        key, first = b.session(f"{persona}/{uuid}", start, items)
+        keys.append(key)
+        firsts.append(first)
+        turn_texts.append([t["content"] for t in turns])
+        memory = s.get("extracted_memory") or []
+        found = {}
+        for p in memory:
+            if isinstance(p, dict):  # the first point of a content wins; some contents are objects
+                found.setdefault(_point_key(p.get("content")), p.get("source_content_snapshot"))
+        points.append(found)
+    rows, dates = [], []
+    seen_questions: dict = {}
+    for k, s in enumerate(sessions):
+        turns = s["dialogue_turns"]
+        for j, t in enumerate(turns):
+            if t.get("is_query") is not True:  # one turn of the release has no is_query: not a question
+                continue
+            qid = f"{persona}/{t.get('query_id')}"
+            where = f"dialogues[{k}] turn {j} ({t.get('query_id')})"
+            if qid in seen_questions:
+                _fail(path, where, f"query_id {t.get('query_id')!r} repeats {seen_questions[qid]}")
+            seen_questions[qid] = where
+            reply = turns[j + 1] if j + 1 < len(turns) and isinstance(turns[j + 1], dict) else {}
+            used = reply.get("memory_used") or []
+            if not isinstance(used, list):
+                _fail(path, f"dialogues[{k}] turn {j + 1}", f"memory_used must be a list, got {_describe(used)}")
+            gold = set()
+            for ref in used:
+                src = position.get(str(ref.get("session_uuid"))) if isinstance(ref, dict) else None
+                snapshot = points[src].get(_point_key(ref.get("content"))) if src is not None else None
+                hits = [i for i, text in enumerate(turn_texts[src]) if text == snapshot] if snapshot else []
+                if not hits:
+                    skipped["references_unresolved"] = skipped.get("references_unresolved", 0) + 1
+                elif src >= k:
+                    skipped["references_forward"] = skipped.get("references_forward", 0) + 1
+                else:
+                    gold.add(firsts[src] + hits[0])
+            rows.append(
+                (
+                    qid,
+                    clean_text(t["content"]),
+                    str(t.get("category_name", "")),
+                    tuple(keys[:k]),
+                    tuple(sorted(gold)),
+                    persona,
+                )
+            )
+            dates.append(b.turn_rows[firsts[k] + j][5])  # asked at its own turn's time
+    return rows, dates
+
+
+def resolve_realmem() -> list[Path]:
+    """The ten RealMem persona files (:data:`REALMEM_FILES`), each found (or downloaded) by :func:`resolve`."""
+    return [resolve(f) for f in REALMEM_FILES]
+
+
+def load_realmem(paths=None, name: str = "realmem") -> Dataset:
+    """Load RealMem: one case per question, asked inside its persona's stream of sessions.
+
+    ``paths`` is a folder (every ``*_dialogues_*.json`` in it), one persona file or
+    a list of them; by default the ten files of :data:`REALMEM_FILES`. Each persona
+    is one group. A question is a turn with ``is_query: true``; its history is every
+    session before its own, in the file's order (the order of events: a session
+    dated before the previous session's last turn starts one second after it, as
+    in LongMemEval), and it is asked at its own turn's time. Its gold turns are
+    those its memory points came from: each entry of the next turn's
+    ``memory_used`` names a point of an earlier session's ``extracted_memory`` by
+    (``session_uuid``, ``content``), and the point's ``source_content_snapshot`` is
+    matched to that session's turn texts (``source_turn`` is not reliable).
+    References that resolve to no turn are counted in
+    ``skipped['references_unresolved']``, those to the question's own or a later
+    session in ``skipped['references_forward']``; a question left without gold
+    stays as an unusable case. Session labels are ``<persona>/<session_uuid>``:
+    ``session_identifier`` is never read, since its ``Enhanced:`` prefix marks the
+    sessions that hold no gold (``SOURCE.md``).
+    """
+    if paths is None:
+        files = resolve_realmem()
+    elif isinstance(paths, (str, Path)) and Path(paths).is_dir():
+        files = _realmem_files(Path(paths))
+    elif isinstance(paths, (str, Path)):
+        files = [Path(paths)]
+    else:
+        files = [Path(p) for p in paths]
+    b = _Builder()
+    skipped = {"references_unresolved": 0, "references_forward": 0}
+    rows, dates = [], []
+    for path in files:
+        r, d = _realmem_persona(path, b, skipped)
+        rows += r
+        dates += d
+    turns, sessions = b.frames()
+    source = str(files[0].parent) if len(files) > 1 else str(files[0])
+    return Dataset(name, turns, sessions, _cases_frame(rows, dates), b.texts, source, skipped)
+
+
+def _realmem_files(folder: Path) -> list[Path]:
+    files = sorted(p for p in folder.iterdir() if _REALMEM_NAME.fullmatch(p.name))
+    if not files:
+        raise DatasetError(f"{folder}: holds no RealMem persona file (<Persona>_dialogues_<n>k.json)")
+    return files
+
+
+_REALMEM_NAME = re.compile(r".+_dialogues_\d+k\.json(\.gz)?")
+
+
 def load(dataset) -> Dataset:
     """Load a dataset by name (:data:`DATASETS`) or by path.
 
@@ -850,26 +1050,42 @@ def load(dataset) -> Dataset:
     and across processes its parse is read back from the parsed-dataset cache
     (:func:`_parsed`; ``MEMLIB_DATASET_CACHE=0`` turns that off).
     """
+    if dataset == "realmem":
+        files = resolve_realmem()
+        return _load_files(dataset, files, files[0].parent, lambda _: load_realmem(files))
     if isinstance(dataset, str) and dataset in DATASETS:
         path = resolve_dataset(dataset)
         reader = load_locomo if dataset == "locomo" else lambda p: load_longmemeval(p, name=dataset)
     else:
         path = Path(dataset)
+        if path.is_dir():  # a folder of RealMem persona files
+            files = _realmem_files(path)
+            return _load_files(dataset, files, path, lambda p: load_realmem(files, name=p.name))
         if not path.is_file():
             raise ParameterError(f"unknown dataset {str(dataset)!r}: not one of {', '.join(DATASETS)} and not a file")
         name = path.name[:-3] if path.name.endswith(".gz") else path.name
-        if name.endswith(".jsonl"):
+        if _REALMEM_NAME.fullmatch(path.name):
+            reader = lambda p: load_realmem([p], name=name.split("_dialogues_")[0])  # noqa: E731
+        elif name.endswith(".jsonl"):
             reader = lambda p: load_jsonl(p, name=name[:-6])  # noqa: E731
         elif name == DATASETS["locomo"][0]:
             reader = load_locomo
         else:
             reader = lambda p: load_longmemeval(p, name=name[:-5] if name.endswith(".json") else name)  # noqa: E731
-    stat = Path(path).stat()
-    key = (str(dataset), str(Path(path).resolve()), stat.st_mtime_ns, stat.st_size)
+    return _load_files(dataset, [Path(path)], Path(path), reader)
+
+
+def _load_files(dataset, files: list, path: Path, reader) -> Dataset:
+    """``reader(path)`` over the data ``files``, once per process while they are unchanged (:func:`load`)."""
+    versions = []
+    for f in files:
+        stat = Path(f).stat()
+        versions.append((str(Path(f).resolve()), stat.st_mtime_ns, stat.st_size))
+    key = (str(dataset), str(Path(path).resolve()), tuple(versions))
     if key not in _LOADED:
         if len(_LOADED) >= 2:
             _LOADED.pop(next(iter(_LOADED)))
-        _LOADED[key] = _parsed(path, str(dataset), reader)
+        _LOADED[key] = _parsed(path, str(dataset), reader, files)
     return _LOADED[key]
 
 
@@ -881,7 +1097,7 @@ def parsed_cache_enabled() -> bool:
     return os.environ.get("MEMLIB_DATASET_CACHE", "1").strip().lower() not in ("0", "false", "off", "no")
 
 
-def _parsed(path: Path, name: str, reader) -> Dataset:
+def _parsed(path: Path, name: str, reader, files=None) -> Dataset:
     """``reader(path)``, or the same dataset read back from the parsed-dataset cache.
 
     Parsing LongMemEval-S takes about 10 s, and every study process and notebook kernel
@@ -897,7 +1113,9 @@ def _parsed(path: Path, name: str, reader) -> Dataset:
         return reader(path)
     h = hashlib.sha256(f"format {PARSED_FORMAT}\0numpy {np.__version__}\0pandas {pd.__version__}\0".encode())
     h.update(Path(__file__).read_bytes())
-    h.update(f"\0{name}\0{path}\0{Path(path).resolve()}\0{file_sha256(path)}".encode())
+    h.update(f"\0{name}\0{path}\0{Path(path).resolve()}".encode())
+    for f in files or [path]:  # a folder (RealMem) is keyed by the content of each of its files
+        h.update(f"\0{Path(f).name}\0{file_sha256(f)}".encode())
     folder = cache_root() / "datasets"
     prefix = safe_name(Path(name).name)
     cached = folder / f"{prefix}-{h.hexdigest()[:24]}.npz"
