@@ -273,3 +273,40 @@ def test_renaming_every_identifier_leaves_factors_and_cues_identical(tmp_path, m
             np.testing.assert_array_equal(getattr(x.cases, name), getattr(y.cases, name), err_msg=name)
         if regime == "blind":
             np.testing.assert_array_equal(compute_cues(a, x).values, compute_cues(b, y).values)
+
+
+@pytest.mark.skipif(not REAL.is_dir(), reason="the shared RealMem copy is not here")
+def test_a_study_runs_on_a_slice_of_realmem_from_the_command_line():
+    """CI's quick mode on RealMem: two personas (one to learn on, one to test), Table 3's rows."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memlib",
+            "study",
+            "oracle-blind",
+            "--dataset",
+            "realmem",
+            "--limit",
+            "2",
+            "--quick",
+            "--n-splits",
+            "2",
+            "--factor-set",
+            "paper",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "MEMLIB_DATA_DIR": str(SHARED)},
+    )
+    assert out.returncode == 0, out.stderr
+    table = pd.DataFrame(json.loads(out.stdout)).set_index(["policy", "regime"])["mean"]
+    assert set(table.index.get_level_values("regime")) == {"blind", "oracle"}
+    assert table.between(0, 1).all()
+    # a question's gold lies in the sessions before it, so an oracle of the question finds it best
+    assert table[("learned_V", "oracle")] > table[("learned_V", "blind")] > table[("random", "blind")]
