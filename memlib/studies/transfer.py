@@ -1,0 +1,273 @@
+"""Leave one corpus out (issue 20): learn a value on some corpora, test it on one it never saw.
+
+An agent that ships a value never has gold labels for its own conversations: the value was learned
+elsewhere. So the figure that decides whether "learning what to remember" works is transfer. For
+each corpus (the *target*) this study scores, on the same test cases of the same grouped splits:
+
+* ``in_domain``: the value learned on the training half of the target itself;
+* ``<corpus>``: learned on all of one other corpus;
+* ``others``: learned on all of every other corpus together (leave one corpus out);
+* ``uniform``: the paper's seven factors with equal weights, learned on nothing.
+
+Every value model is fit the same way: the paper's factors by Algorithm 1 (non-negative weights),
+the cue models of :mod:`memlib.studies.cues` by the pairwise surrogate on calibrated cues (signed
+weights). :func:`transfer_matrix` does the work on loaded :class:`~memlib.studies.cues.CueData`
+(pure, tested on planted data); :func:`transfer_study` loads the corpora.
+
+Each figure's interval resamples whole conversations (LoCoMo), questions (LongMemEval-S) or users
+(RealMem) of the target: the cases of a group share a history and are not independent.
+
+>>> MODELS
+('paper_factors', 'cues', 'cues_no_position', 'cues_user')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from memlib._checks import ParameterError, check_choice, check_fraction, check_int
+from memlib.cases import CaseSet
+from memlib.cues import CueTable
+from memlib.learning import N_ITER, RESTARTS, hill_climb
+from memlib.metrics import RetentionEvaluator, expected_random_retention, paired_bootstrap
+from memlib.studies._common import split_plan
+from memlib.studies.cues import CUE_MODELS, PAPER_MODEL, CueData, _table_of, fit_cue_model, learner_budget
+
+#: The corpora a value is learned on and tested on.
+CORPORA = ("locomo", "longmemeval_s", "realmem")
+#: The value models compared.
+MODELS = (PAPER_MODEL, *CUE_MODELS)
+#: The learner of the cue models (deterministic, and the best linear learner of chapter 09).
+CUE_LEARNER = "surrogate"
+#: Where a value was learned: on the target's own training half, on nothing, on all other corpora.
+IN_DOMAIN, UNIFORM, OTHERS = "in_domain", "uniform", "others"
+#: Groups (conversations, questions, users) per corpus in quick mode: two, so a split can hold one out.
+QUICK_GROUPS = 2
+
+
+def concat(datas, name: str = OTHERS) -> CueData:
+    """Several corpora's cases and cues as one :class:`CueData` (histories padded to the longest).
+
+    Groups and case ids are prefixed with their corpus's name, so that no two corpora share a group.
+    Each corpus keeps its own calibration (cues are ranked within each history).
+
+    >>> from memlib.cues import CueTable
+    >>> def tiny(n, name):
+    ...     cs = CaseSet.from_cases([np.full((n, 7), 0.5)], [np.arange(n, dtype=float)], gold=[[0]])
+    ...     t = CueTable(np.ones((1, n, 2), np.float32), ("a", "b"), np.array([n]))
+    ...     return CueData(name, cs, t)
+    >>> both = concat([tiny(3, "x"), tiny(5, "y")])
+    >>> both.cases.factors.shape, both.raw.values.shape, both.cases.groups.tolist()
+    ((2, 5, 7), (2, 5, 2), ['x:0', 'y:0'])
+    """
+    datas = list(datas)
+    if not datas:
+        raise ParameterError("concat needs at least one corpus")
+    names = datas[0].raw.names
+    for d in datas[1:]:
+        if d.raw.names != names:
+            raise ParameterError(f"corpora {datas[0].name} and {d.name} have different cues")
+    N = max(d.cases.factors.shape[1] for d in datas)
+
+    def pad(a):
+        width = [(0, 0)] * a.ndim
+        width[1] = (0, N - a.shape[1])
+        return np.pad(a, width)
+
+    offsets = np.cumsum([0] + [d.cases.n_haystacks for d in datas])[:-1]
+    case_offsets = np.cumsum([0] + [d.cases.n_cases for d in datas])[:-1]
+    cases = CaseSet(
+        factors=np.concatenate([pad(d.cases.factors) for d in datas]),
+        time=np.concatenate([pad(d.cases.time) for d in datas]),
+        length=np.concatenate([d.cases.length for d in datas]),
+        case_haystack=np.concatenate([d.cases.case_haystack + o for d, o in zip(datas, offsets)]),
+        gold_case=np.concatenate([d.cases.gold_case + o for d, o in zip(datas, case_offsets)]),
+        gold_pos=np.concatenate([d.cases.gold_pos for d in datas]),
+        case_ids=np.concatenate([np.char.add(f"{d.name}:", d.cases.case_ids.astype(str)) for d in datas]),
+        groups=np.concatenate([np.char.add(f"{d.name}:", d.cases.groups.astype(str)) for d in datas]),
+    )
+
+    def table(attr):
+        ts = [getattr(d, attr) for d in datas]
+        return CueTable(
+            np.concatenate([pad(t.values) for t in ts]),
+            names,
+            np.concatenate([t.length for t in ts]),
+            ts[0].calibrated_,
+            {},
+            sum(t.n_turns for t in ts),
+        )
+
+    return CueData(name, cases, table("raw"), table("calibrated"), {"corpora": [d.name for d in datas]})
+
+
+def fit_value(model: str, train: CueData, keep_fraction: float, seed: int = 0, quick: bool = False):
+    """Fit one value model on ``train``; return ``score(data) -> (G, N)`` for any corpus with the same cues."""
+    check_choice("model", model, MODELS)
+    if model == PAPER_MODEL:
+        res = hill_climb(
+            RetentionEvaluator(train.cases, keep_fraction).objective,
+            train.cases.live_factors,
+            n_iter=learner_budget(quick)["n_iter"] if quick else N_ITER,
+            restarts=1 if quick else RESTARTS,
+            seed=seed,
+        )
+        w = res.weights.astype(np.float32)
+        return lambda data: data.cases.factors @ w
+    score, _ = fit_cue_model(CUE_LEARNER, train, _table_of(True, model), keep_fraction, seed, quick)
+    return score
+
+
+def _uniform(data: CueData) -> np.ndarray:
+    return data.cases.factors @ np.ones(data.cases.factors.shape[-1], np.float32)
+
+
+def transfer_matrix(
+    corpora: dict,
+    keep_fraction: float = 0.3,
+    n_splits: int = 10,
+    seed: int = 0,
+    quick: bool = False,
+    models=MODELS,
+    progress: bool = False,
+) -> pd.DataFrame:
+    """Per-case test retention of every model, learned in domain, on each other corpus and on all others.
+
+    Parameters
+    ----------
+    corpora : dict of str to CueData
+        At least two corpora, by name.
+    keep_fraction, n_splits, seed, quick
+        As in the other studies; each target's grouped splits come from ``seed``.
+    models : sequence of str
+        Of :data:`MODELS`.
+
+    Returns
+    -------
+    DataFrame
+        ``model, train, test, split, case_id, group, retention``: ``train`` is
+        :data:`IN_DOMAIN`, :data:`UNIFORM`, :data:`OTHERS` or a corpus's name. Every row of a
+        target and split scores the same test cases.
+    """
+    from tqdm import tqdm
+
+    keep_fraction = check_fraction("keep_fraction", keep_fraction)
+    if len(corpora) < 2:
+        raise ParameterError(f"transfer needs at least two corpora, got {len(corpora)}")
+    for m in models:
+        check_choice("model", m, MODELS)
+    names = list(corpora)
+    fit_seed = int(np.random.SeedSequence(seed).generate_state(1)[0])
+    # values learned on whole corpora, once each, then scored on every other corpus
+    sources = {n: corpora[n] for n in names}
+    for target in names:
+        if len(names) > 2:
+            sources[f"{OTHERS}:{target}"] = concat([corpora[n] for n in names if n != target])
+    whole = {}
+    bar = tqdm(total=len(sources) * len(models), desc="transfer fits", disable=not progress)
+    for key, data in sources.items():
+        for model in models:
+            whole[key, model] = fit_value(model, data, keep_fraction, fit_seed, quick)
+            bar.update()
+    bar.close()
+    rows = []
+    for target in names:
+        data = corpora[target]
+        splits, seeds = split_plan(data.cases.groups, n_splits, seed)
+        for s, (tr, te) in enumerate(splits):
+            _, train = data.subset(tr)
+            _, test = data.subset(te)
+            ev = RetentionEvaluator(test.cases, keep_fraction)
+            here = {"test": target, "split": s, "case_id": test.cases.case_ids, "group": test.cases.groups}
+            scored = [(PAPER_MODEL, UNIFORM, _uniform(test))]
+            for model in models:
+                scored.append((model, IN_DOMAIN, fit_value(model, train, keep_fraction, int(seeds[s]), quick)(test)))
+                scored += [(model, src, whole[src, model](test)) for src in names if src != target]
+                if len(names) > 2:
+                    scored.append((model, OTHERS, whole[f"{OTHERS}:{target}", model](test)))
+            for model, where, scores in scored:
+                rows.append(pd.DataFrame({"model": model, "train": where, **here, "retention": ev.per_case(scores)}))
+    return pd.concat(rows, ignore_index=True).dropna(subset=["retention"])
+
+
+def summarise(per_case: pd.DataFrame, random_levels: dict, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Mean test retention of each (model, train, test) with a 95% interval over the target's groups, and
+    the share of the in-domain gain over uniform that survives.
+
+    The mean is over every test case of every split (each split holds a different half of the groups);
+    the interval resamples groups, each group's figure being its mean over the splits it was tested in.
+    """
+    uniform = per_case[per_case["train"] == UNIFORM].groupby("test")["retention"].mean()
+    rows = []
+    for (model, train, test), g in per_case.groupby(["model", "train", "test"], sort=False):
+        by_group = g.groupby("group")["retention"].mean()
+        _, lo, hi = paired_bootstrap(by_group.to_numpy(), n_boot=n_boot, seed=seed)
+        rows.append(
+            {
+                "model": model,
+                "train": train,
+                "test": test,
+                "mean": float(g["retention"].mean()),
+                "low": lo,
+                "high": hi,
+                "n_groups": int(len(by_group)),
+                "n_cases": int(g["case_id"].nunique()),
+                "uniform": float(uniform[test]),
+                "random": float(random_levels[test]),
+            }
+        )
+    out = pd.DataFrame(rows)
+    own = out[out["train"] == IN_DOMAIN].set_index(["model", "test"])["mean"]
+    gain = np.array([own.get((m, t), np.nan) for m, t in zip(out["model"], out["test"])]) - out["uniform"]
+    out["in_domain"] = gain + out["uniform"]
+    out["share_of_in_domain_gain"] = np.where(gain > 0, (out["mean"] - out["uniform"]) / gain, np.nan)
+    return out
+
+
+@dataclass
+class TransferResult:
+    """The transfer study: ``summary`` (one row per model, train and test corpus), ``per_case``, ``info``."""
+
+    summary: pd.DataFrame
+    per_case: pd.DataFrame
+    info: dict = field(default_factory=dict)
+
+    def matrix(self, model: str = "cues") -> pd.DataFrame:
+        """Mean test retention of one model: a row per training source, a column per test corpus."""
+        s = self.summary[self.summary["model"] == model]
+        return s.pivot(index="train", columns="test", values="mean")
+
+
+def transfer_study(
+    keep_fraction: float = 0.3,
+    n_splits: int = 10,
+    seed: int = 0,
+    quick: bool = False,
+    sample: int | None = None,
+    embedding: str = "fast",
+    progress: bool = False,
+) -> TransferResult:
+    """Leave one corpus out over :data:`CORPORA` (see the module docstring).
+
+    ``sample``: a seeded sample of at most this many groups per corpus (LongMemEval-S has 477
+    usable questions, each a group; LoCoMo and RealMem have 10 groups each). ``quick`` reads
+    :data:`QUICK_GROUPS` groups of each corpus and fits with the quick learner budgets.
+    """
+    from memlib.studies.cues import load_cue_data
+
+    keep_fraction = check_fraction("keep_fraction", keep_fraction)
+    n_splits = check_int("n_splits", n_splits, minimum=2)
+    if sample is not None:
+        sample = check_int("sample", sample, minimum=2)
+    corpora = {}
+    for name in CORPORA:
+        kw = {"limit": QUICK_GROUPS} if quick else {"sample": sample}
+        corpora[name] = load_cue_data(name, embedding=embedding, progress=progress, **kw)
+    per_case = transfer_matrix(corpora, keep_fraction, n_splits if not quick else 2, seed, quick, progress=progress)
+    levels = {n: expected_random_retention(d.cases, keep_fraction) for n, d in corpora.items()}
+    summary = summarise(per_case, levels, n_boot=200 if quick else 1000, seed=seed)
+    info = {n: {k: v for k, v in d.info.items() if not k.startswith("seconds")} for n, d in corpora.items()}
+    return TransferResult(summary, per_case, {"corpora": info, "embedding": embedding, "sample": sample})

@@ -1,0 +1,95 @@
+"""Leave one corpus out (issue 20): the transfer matrix on planted corpora whose answers we know."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from memlib import ParameterError
+from memlib.cases import CaseSet
+from memlib.cues import CueTable
+from memlib.studies import transfer as T
+from memlib.studies.cues import CueData
+
+NAMES = ("is_user", "length_words", "first_person")  # three real cue names (cues_user reads is_user)
+
+
+def planted(name, sign=1.0, n_groups=6, per_group=3, n=30, seed=0):
+    """A corpus whose 3 gold turns of each history stand out on cue ``first_person`` (sign +1) or
+    stand out *below* it (sign -1); the factors carry the same signal in self relevance."""
+    rng = np.random.default_rng(seed)
+    factors, times, values, gold, groups, hay = [], [], [], [], [], []
+    for g in range(n_groups):
+        is_gold = np.zeros(n, bool)
+        is_gold[rng.choice(n, 3, replace=False)] = True
+        cue = np.where(is_gold, 0.5 + 0.4 * sign, 0.5 - 0.4 * sign) + rng.normal(0, 0.05, n)
+        F = rng.random((n, 7))  # noise on emotion and reliability hides the signal from equal weights
+        F[:, 3] = np.clip(np.where(is_gold, 0.9, 0.2) + rng.normal(0, 0.05, n), 0, 1)
+        F[:, [1, 2, 4, 6]] = 0
+        factors.append(F)
+        times.append(np.arange(n, dtype=float))
+        values.append(np.stack([np.ones(n), rng.random(n), cue], axis=1))
+        for _ in range(per_group):
+            gold.append(np.flatnonzero(is_gold))
+            groups.append(f"g{g}")
+            hay.append(g)
+    cs = CaseSet.from_haystacks(factors, times, np.array(hay), gold, groups=groups)
+    tab = CueTable(np.stack(values).astype(np.float32), NAMES, cs.length.copy())
+    return CueData(name, cs, tab)
+
+
+def test_concat_keeps_each_corpus_apart_and_aligned():
+    a, b = planted("a", n=20), planted("b", n=30, n_groups=4, seed=1)
+    both = T.concat([a, b])
+    assert both.cases.n_cases == a.cases.n_cases + b.cases.n_cases
+    assert both.cases.factors.shape == (10, 30, 7) and both.raw.values.shape == (10, 30, 3)
+    assert set(np.char.partition(both.cases.groups.astype(str), ":")[:, 0]) == {"a", "b"}
+    # the second corpus's gold still points at its own turns
+    for c in (0, a.cases.n_cases + 5):
+        src, i = (a, c) if c < a.cases.n_cases else (b, c - a.cases.n_cases)
+        np.testing.assert_array_equal(both.cases.gold_mask(c)[: src.cases.length[0]], src.cases.gold_mask(i))
+    np.testing.assert_array_equal(both.calibrated.values[6:, :30], b.calibrated.values)
+
+
+def test_a_signal_every_corpus_shares_transfers_and_a_flipped_one_does_not():
+    corpora = {"a": planted("a", seed=0), "b": planted("b", seed=1), "flip": planted("flip", sign=-1.0, seed=2)}
+    per_case = T.transfer_matrix(corpora, n_splits=2, seed=0, quick=True, models=("cues",))
+    assert set(per_case["train"]) == {"in_domain", "uniform", "others", "a", "b", "flip"}
+    # every row of one target and split scores the same test cases
+    for (test, split), g in per_case.groupby(["test", "split"]):
+        sets = g.groupby("train")["case_id"].apply(frozenset)
+        assert sets.nunique() == 1, (test, split)
+    levels = {n: 0.3 for n in corpora}
+    s = T.summarise(per_case, levels, n_boot=100).set_index(["model", "train", "test"])["mean"]
+    assert s["cues", "in_domain", "a"] > 0.9 and s["cues", "b", "a"] > 0.9  # the shared signal carries
+    assert s["cues", "flip", "a"] < 0.2  # learned where the cue means the opposite, it ranks gold last
+    assert s["cues", "in_domain", "flip"] > 0.9  # in domain the flipped corpus is easy too
+
+
+def test_the_summary_reports_intervals_and_the_share_of_the_gain():
+    corpora = {"a": planted("a", seed=0), "b": planted("b", seed=1), "c": planted("c", seed=2)}
+    per_case = T.transfer_matrix(corpora, n_splits=2, seed=0, quick=True, models=("paper_factors",))
+    summary = T.summarise(per_case, {n: 0.3 for n in corpora}, n_boot=100)
+    row = summary.set_index(["model", "train", "test"]).loc[("paper_factors", "others", "a")]
+    assert row["low"] <= row["mean"] <= row["high"]
+    tested = per_case[(per_case["test"] == "a") & (per_case["train"] == "others")]["group"].nunique()
+    assert row["n_groups"] == tested <= 6  # the groups some split tested (two random halves)
+    expected = (row["mean"] - row["uniform"]) / (row["in_domain"] - row["uniform"])
+    assert np.isfinite(expected) and row["share_of_in_domain_gain"] == pytest.approx(expected)
+    result = T.TransferResult(summary, per_case)
+    m = result.matrix("paper_factors")
+    assert list(m.columns) == ["a", "b", "c"] and {"in_domain", "others"} <= set(m.index)
+    assert np.isnan(m.loc["a", "a"])  # a corpus is never a source for itself
+
+
+def test_same_seed_same_numbers():
+    corpora = {"a": planted("a", seed=0), "b": planted("b", seed=1)}
+    x = T.transfer_matrix(corpora, n_splits=2, seed=3, quick=True, models=("cues", "paper_factors"))
+    y = T.transfer_matrix(corpora, n_splits=2, seed=3, quick=True, models=("cues", "paper_factors"))
+    pd.testing.assert_frame_equal(x, y)
+
+
+def test_transfer_needs_two_corpora_and_known_models():
+    with pytest.raises(ParameterError, match="at least two corpora, got 1"):
+        T.transfer_matrix({"a": planted("a")})
+    with pytest.raises(ParameterError, match="unknown model 'mlp'"):
+        T.transfer_matrix({"a": planted("a"), "b": planted("b")}, models=("mlp",))
