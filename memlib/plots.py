@@ -182,3 +182,29 @@ def stream_lines(table: pd.DataFrame, metric: str, k: int | None = None, title: 
         )
         .properties(width=300, height=240, title=title or (metric if k is None else f"{metric}@{k}"))
     )
+
+
+def transfer_heatmap(summary: pd.DataFrame, model: str, title: str | None = None) -> alt.Chart:
+    """Test retention of one value ``model``: a row per place it was learned, a column per test corpus.
+
+    ``summary`` is :func:`memlib.studies.transfer.summarise`'s table; each cell shows the mean and
+    its 95% interval over the test corpus's groups.
+
+    >>> s = pd.DataFrame({"model": "m", "train": ["in_domain", "x"], "test": "y", "mean": [0.7, 0.5],
+    ...                   "low": [0.6, 0.4], "high": [0.8, 0.6]})
+    >>> [layer["mark"]["type"] for layer in transfer_heatmap(s, "m").to_dict()["layer"]]
+    ['rect', 'text']
+    """
+    d = summary[summary["model"] == model].assign(
+        label=lambda t: [f"{m:.2f} [{lo:.2f}, {hi:.2f}]" for m, lo, hi in zip(t["mean"], t["low"], t["high"])]
+    )
+    first = ["in_domain", "others", "uniform"]
+    order = [r for r in first if r in set(d["train"])] + sorted(set(d["train"]) - set(first))
+    base = alt.Chart(d).encode(x=alt.X("test:N", title="tested on"), y=alt.Y("train:N", sort=order, title="learned on"))
+    cells = base.mark_rect().encode(
+        color=alt.Color("mean:Q", scale=alt.Scale(domain=[0, 1], scheme="blues"), title="gold held")
+    )
+    text = base.mark_text(fontSize=11).encode(
+        text="label:N", color=alt.condition("datum.mean > 0.6", alt.value("white"), alt.value("black"))
+    )
+    return (cells + text).properties(width=420, height=36 * len(order), title=title or f"{model}: blind gold held")

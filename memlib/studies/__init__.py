@@ -9,7 +9,8 @@
 * :mod:`~.defaults`, ``defaults``: the store's defaults, chosen on held-out histories (06);
 * :mod:`~.optimisers`, ``optimisers``: hill-climb against CMA-ES (07);
 * :mod:`~.reproduction`, ``paper``: the paper's benchmark, LongMemEval-S, beside the paper (08);
-* :mod:`~.cues`, ``cues``: what to remember, learned from many cheap cues (09).
+* :mod:`~.cues`, ``cues``: what to remember, learned from many cheap cues (09);
+* :mod:`~.transfer`, ``transfer``: learn on some corpora, test on one never seen (10).
 
 Each module separates pure functions over :class:`~memlib.cases.CaseSet` objects or
 arrays, unit-tested on planted data (e.g. :func:`~.mlp.mlp_ablation_on_cases`), from a
@@ -19,8 +20,10 @@ thin loader that reads a dataset and calls them (:func:`~.mlp.mlp_ablation`).
 :data:`STUDIES` is the registry that the command line (``python -m memlib study``),
 the Makefile (``python -m memlib study --list``) and ``python -m memlib sweep`` read.
 
->>> list(STUDIES)
-['synthetic', 'factors', 'oracle-blind', 'mlp', 'sweep', 'stream', 'defaults', 'optimisers', 'paper', 'cues']
+>>> list(STUDIES)[:6]
+['synthetic', 'factors', 'oracle-blind', 'mlp', 'sweep', 'stream']
+>>> list(STUDIES)[6:]
+['defaults', 'optimisers', 'paper', 'cues', 'transfer']
 >>> STUDIES["synthetic"].notebook
 '01_synthetic_confounds.md'
 >>> STUDIES["stream"].parameters[:3]
@@ -47,6 +50,7 @@ from memlib.studies import (
     stream,
     sweep,
     synthetic,
+    transfer,
 )
 from memlib.studies._common import group_splits, load_regimes
 
@@ -110,6 +114,7 @@ STUDIES: dict[str, Study] = {
         Study("optimisers", optimisers.optimiser_comparison, "summary", "07_optimisers.md"),
         Study("paper", reproduction.reproduce, "table", "08_longmemeval.md"),
         Study("cues", cues.cue_study, "summary", "09_cues.md"),
+        Study("transfer", transfer.transfer_study, "summary", "10_transfer.md"),
     )
 }
 
@@ -145,6 +150,7 @@ def main_job(paper: bool = False) -> list[list[tuple[str, str, list[str]]]]:
     special = {
         "paper": sample,
         "defaults": sample,
+        "transfer": sample,
         "cues": ["--transfer-from", COMPARE_DATASET, *([] if paper else ["--transfer-sample", str(MAIN_SAMPLE)])],
     }
     first = ("factors", "paper")
