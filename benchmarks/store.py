@@ -36,7 +36,18 @@ else synthetic short sentences. It prints JSON figures:
   (``memlib.embeddings.embed`` through an on-disk cache at 256 word pieces, in a
   fresh temporary cache) for comparison.
 
+``--against FOLDER`` instead runs the speed table for the memlib in ``FOLDER`` (e.g. the
+last commit, ``git archive HEAD memlib | tar -x -C /tmp/old``) and for this tree, each
+``--rounds`` times in fresh processes, alternately, and prints each operation's median p50
+for both and their ratio: what a change costs (issue 22: the store's lock).
+
+``--lock-cost`` instead times add and retrieve on a ``--mid``-item store in one process with
+the store's lock and with a no-op in its place, in alternating blocks (issue 22's target:
+at most 5% on add and retrieve).
+
 Run: .venv/bin/python benchmarks/store.py [--items 100000] [--repeat 200]
+     .venv/bin/python benchmarks/store.py --against /tmp/old [--rounds 3] [--items 20000]
+     .venv/bin/python benchmarks/store.py --lock-cost [--mid 10000] [--repeat 200] [--blocks 40]
      .venv/bin/python benchmarks/store.py --replay [--dataset locomo] [--budget 0.3]
      .venv/bin/python benchmarks/store.py --agent [--turns 1000] [--agent-repeat 3]
 """
@@ -132,6 +143,13 @@ def speed_table(n_big: int, n_mid: int, repeat: int, folder: Path) -> list[dict]
             st.add(texts[i], time=10.0 + i / 1e4, session="bench", embedding=E[i])
 
         row(f"add, {k(n_mid)}-item {kind}", ms(add_one, repeat))
+        if kind == "memory":  # the store's own work alone, no SQLite: what its lock would slow most
+            q = turns(repeat, seed=97)[1]
+            it = iter(range(10**9))
+            row(
+                f"retrieve top-10 of {k(n_mid)}, memory",
+                ms(lambda st=st, q=q, it=it: st.retrieve(query_embedding=q[next(it) % repeat], k=10), repeat),
+            )
         st.close()
 
     # consolidate: 10k -> 5k, and a session end in the steady state, on fresh copies of one file
@@ -306,6 +324,117 @@ def agent(n: int, repeat: int, singles: int, old_singles: int) -> dict:
     return out
 
 
+class _NoLock:
+    """Stands in for a store's lock in :func:`lock_cost`: what the store would cost without one."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def lock_cost(n_items: int, repeat: int, blocks: int, folder: Path) -> dict:
+    """What the store's lock costs one thread: add and retrieve with the lock and with a no-op in its place.
+
+    One process, one store of ``n_items`` (in memory, then in a file): ``blocks``
+    blocks of ``repeat`` adds and ``repeat`` retrievals each, the lock on and off in
+    turn (ABBA), so that load and the store's growth hit both alike. Returns each
+    operation's median with and without the lock and their ratio.
+    """
+    from memlib.store import MemoryStore
+
+    out = {"items": n_items, "samples_per_case": repeat * blocks // 2}
+    n_adds = repeat * blocks
+    texts, E = turns(n_adds, seed=99)
+    Q = turns(n_adds, seed=97)[1]
+    for kind in ("memory", "file"):
+        st = fill(MemoryStore(merge_threshold=None), n_items, seed=1)
+        st.merge_threshold = 0.95
+        if kind == "file":
+            st.persist(folder / "lock.db")
+        real = st._lock
+        samples = {(op, on): [] for op in ("add", "retrieve") for on in (True, False)}
+        i = 0
+        for b in range(blocks):
+            on = (b % 4) in (0, 3)
+            st._lock = real if on else _NoLock()
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                st.add(texts[i], time=10.0 + i / 1e4, session="bench", embedding=E[i])
+                samples["add", on].append(1e3 * (time.perf_counter() - t0))
+                t0 = time.perf_counter()
+                st.retrieve(query_embedding=Q[i], k=10)
+                samples["retrieve", on].append(1e3 * (time.perf_counter() - t0))
+                i += 1
+        st._lock = real
+        st.close()
+        for op in ("add", "retrieve"):
+            with_lock, without = statistics.median(samples[op, True]), statistics.median(samples[op, False])
+            out[f"{op}, {kind}"] = {
+                "with_lock_ms": round(with_lock, 4),
+                "without_ms": round(without, 4),
+                "ratio": round(with_lock / without, 4),
+            }
+    return out
+
+
+def compare(against: str, rounds: int, argv: list[str]) -> dict:
+    """The speed table of the memlib in the folder ``against`` and of this tree, ``rounds`` times each, alternately.
+
+    Each run is a fresh process (``PYTHONPATH`` picks the memlib), old and new in
+    turn (ABBA order), so that a change of load hits both alike. Returns, per
+    operation, the median of the runs' p50 for each, and their ratio new / old.
+    """
+    import subprocess
+    import sys
+
+    here = str(Path(__file__).resolve().parents[1])
+    trees = {"old": str(Path(against).resolve()), "new": here}
+    for label, root in trees.items():
+        env = dict(os.environ, PYTHONPATH=root)
+        where = subprocess.run(  # (from "/", as the runs below: the current folder is not on their path)
+            [sys.executable, "-c", "import memlib; print(memlib.__file__)"],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd="/",
+        ).stdout.strip()
+        if not where.startswith(root):
+            raise SystemExit(f"--against: the {label} run would import memlib from {where}, not from {root}")
+    runs = {"old": [], "new": []}
+    for r in range(rounds):
+        for label in ("old", "new") if r % 2 == 0 else ("new", "old"):
+            env = dict(os.environ, PYTHONPATH=trees[label])
+            out = subprocess.run(
+                [sys.executable, str(Path(__file__).resolve()), "--json", *argv],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+                cwd="/",
+            )
+            runs[label].append({row["operation"]: row for row in json.loads(out.stdout)})
+    table = []
+    for op, first in runs["new"][0].items():
+        if op not in runs["old"][0] or first.get("unit") not in ("ms", "s"):
+            continue
+        old = statistics.median(run[op]["p50"] for run in runs["old"])
+        new = statistics.median(run[op]["p50"] for run in runs["new"])
+        per_round = [round(n[op]["p50"] / o[op]["p50"], 3) for o, n in zip(runs["old"], runs["new"])]
+        table.append(
+            {
+                "operation": op,
+                "unit": first["unit"],
+                "old_p50": old,
+                "new_p50": new,
+                "new_over_old": round(new / old, 3),
+            }
+            | {"per_round": per_round}
+        )
+    return {"against": trees["old"], "this_tree": here, "rounds": rounds, "args": argv, "rows": table}
+
+
 def print_table(rows: list[dict]) -> None:
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"{os.cpu_count()} cores, load average {load} (other processes slow every figure alike)")
@@ -401,7 +530,19 @@ def main():
     p.add_argument("--agent-repeat", type=int, default=3, help="rounds of bare encoding and add_many")
     p.add_argument("--singles", type=int, default=100, help="timed single adds (after a first, untimed one)")
     p.add_argument("--old-singles", type=int, default=30, help="the same through the old cached embedding path")
+    p.add_argument("--against", metavar="FOLDER", help="compare the speed table with the memlib in FOLDER (old code)")
+    p.add_argument("--rounds", type=int, default=3, help="runs of each tree for --against, alternated")
+    p.add_argument("--lock-cost", action="store_true", help="time add and retrieve with the store's lock and without")
+    p.add_argument("--blocks", type=int, default=40, help="blocks of --repeat operations for --lock-cost")
     args = p.parse_args()
+    if args.lock_cost:
+        with tempfile.TemporaryDirectory() as folder:
+            print(json.dumps(lock_cost(args.mid, max(1, args.repeat // 8), args.blocks, Path(folder)), indent=1))
+        return
+    if args.against:
+        argv = ["--items", str(args.items), "--mid", str(args.mid), "--repeat", str(args.repeat)]
+        print(json.dumps(compare(args.against, args.rounds, argv), indent=1))
+        return
     if args.replay:
         print(json.dumps(replay(args.dataset, args.budget), indent=1))
         return

@@ -30,6 +30,22 @@ Tables (``PRAGMA application_id`` is :data:`APPLICATION_ID`, ``user_version`` is
 Concurrency is SQLite's: any number of processes read while one writes; a
 second writer waits up to ``timeout`` seconds for the lock, then gets a
 :class:`~memlib.store.state.StoreError` that names the file.
+
+Threads: a store holds one connection, opened with ``check_same_thread=False``
+and used only under the store's lock (:class:`~memlib.store.MemoryStore`
+serialises its public operations). One connection per thread would not let
+threads work in parallel: the store's in-memory index, which every operation
+reads and changes, has to be kept in step with the file under one lock anyway,
+and threads with connections of their own would then wait for each other twice
+(the store's lock and SQLite's, with ``timeout``), and leave a connection open
+per thread that ever used the store.
+
+A store in a folder the process cannot write to cannot be opened, not even to
+read: in WAL mode SQLite creates ``<name>-wal`` and ``<name>-shm`` beside the
+file, and a read-only open (``mode=ro``) needs them too. Only ``immutable=1``
+reads without them, and it promises SQLite that nobody changes the file, which
+a process that can write to the folder could break, giving wrong results
+silently. So the error says that the folder must be writable instead.
 """
 
 from __future__ import annotations
@@ -38,13 +54,14 @@ import contextlib
 import json
 import math
 import os
+import secrets
 import sqlite3
 from pathlib import Path
 
 import numpy as np
 
 from memlib import FACTORS
-from memlib.store.state import DIM, StoreError, fail
+from memlib.store.state import DIM, StoreError, fail, file_in_the_way, short_repr
 
 #: ``PRAGMA application_id`` of a store file ("meml").
 APPLICATION_ID = 0x6D656D6C
@@ -96,6 +113,18 @@ _INSERT_FORGOTTEN = f"INSERT INTO forgotten ({', '.join(_FORGOTTEN)}) VALUES ({'
 _INSERT_MERGE = f"INSERT INTO merges ({', '.join(_MERGES)}) VALUES ({', '.join('?' * len(_MERGES))})"
 
 
+def _can_create_in(folder: Path) -> bool:
+    """Whether this process can create a file in ``folder`` (tried, since ``os.access`` says yes to root)."""
+    probe = folder / f".memlib-probe-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except OSError:
+        return False
+    with contextlib.suppress(OSError):
+        probe.unlink()
+    return True
+
+
 def _json_number(x):
     return None if x is None or not math.isfinite(x) else float(x)
 
@@ -118,19 +147,28 @@ class StoreFile:
     def __init__(self, path, timeout: float = 5.0, synchronous: str = "normal"):
         self.path = Path(path)
         self.timeout = float(timeout)
+        #: Whether this object made the file (so :meth:`discard` may remove it again).
+        self.created = False
         if self.path.is_dir():
             fail(self.path, "is a folder, not a store file")
+        blocker = file_in_the_way(self.path)
+        if blocker is not None:
+            fail(self.path, f"cannot create the store file: {blocker} is a file, not a folder")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
             os.close(fd)
+            self.created = True
         except FileExistsError:
             pass
         except OSError as exc:
+            if isinstance(exc, PermissionError) and not _can_create_in(self.path.parent):
+                fail(self.path, f"cannot create the store file: its folder {self.path.parent} is not writable")
             fail(self.path, f"cannot create the store file ({exc.strerror})")
         self.con = None
         with self.errors():
-            self.con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
+            # any thread may use the connection, one at a time: under the store's lock (module docstring)
+            self.con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
             mode = self.con.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 fail(self.path, f"cannot switch the store to WAL mode (journal mode {mode})")
@@ -151,12 +189,27 @@ class StoreFile:
                     f"another process is writing to this store; gave up waiting after {self.timeout:g} s "
                     "(open it with a longer timeout= to wait longer)",
                 )
+            if "readonly" in msg or "read-only" in msg or "unable to open" in msg:
+                self._fail_not_writable(msg)
             fail(self.path, f"cannot use the store file ({msg})")
         except sqlite3.DatabaseError as exc:
             msg = str(exc)
             if any(w in msg for w in ("not a database", "malformed", "corrupt")):
                 fail(self.path, f"not a readable store file ({msg})")
             fail(self.path, f"SQLite error ({msg})")
+
+    def _fail_not_writable(self, msg: str):
+        """Fail saying whether the folder or the file cannot be written (module docstring), else with ``msg``."""
+        folder, name = self.path.parent, self.path.name
+        if not _can_create_in(folder):
+            fail(
+                self.path,
+                f"cannot open the store: its folder {folder} must be writable, even to read the store "
+                f"(SQLite's WAL mode keeps {name}-wal and {name}-shm beside it); copy the store to a writable folder",
+            )
+        if not os.access(self.path, os.W_OK):
+            fail(self.path, f"cannot change the store: the file is read-only ({msg})")
+        fail(self.path, f"cannot use the store file ({msg})")
 
     def begin_write(self) -> None:
         """Take the write lock (waiting up to ``timeout``) and start a transaction."""
@@ -198,6 +251,25 @@ class StoreFile:
                 self.con.close()
             self.con = None
 
+    def discard(self) -> None:
+        """Close the file after a failed open or persist; remove it if this object made it and it holds no store.
+
+        So a refused :meth:`MemoryStore.open <memlib.store.MemoryStore.open>` of a new
+        path, or a failed :meth:`~memlib.store.MemoryStore.persist`, leaves no empty or
+        half-written ``.db`` behind (the store's tables are written in one transaction,
+        so a failure leaves none of them). A file that existed before is only closed.
+        """
+        empty = False
+        if self.created and self.con is not None:
+            with contextlib.suppress(StoreError, sqlite3.Error):
+                self.rollback()
+                empty = not self.initialised()
+        self.close()
+        if empty:
+            for p in (self.path, *(self.path.with_name(self.path.name + s) for s in ("-wal", "-shm", "-journal"))):
+                with contextlib.suppress(FileNotFoundError):
+                    p.unlink()
+
     # ---------------------------------------------------------------- creating and reading
     def initialised(self) -> bool:
         """Whether the file holds a store (False for an empty file; StoreError for a foreign database)."""
@@ -238,8 +310,10 @@ class StoreFile:
             for key, value in self.con.execute("SELECT key, value FROM meta"):
                 try:
                     meta[key] = json.loads(value)
+                except RecursionError:
+                    fail(self.path, f"the setting {key!r} is nested too deeply to be a memlib store setting")
                 except (TypeError, ValueError):
-                    fail(self.path, f"the setting {key!r} is not JSON: {value!r}")
+                    fail(self.path, f"the setting {key!r} is not JSON: {short_repr(value)}")
             missing = [k for k in _META_KEYS if k not in meta]
             if missing:
                 fail(self.path, f"missing settings {', '.join(missing)}")

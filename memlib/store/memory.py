@@ -76,6 +76,7 @@ import datetime as _dt
 import functools
 import math
 import numbers
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -83,11 +84,12 @@ import pandas as pd
 
 from memlib import FACTORS
 from memlib._checks import ParameterError, check_choice, check_int
+from memlib._text import clean_text
 from memlib.cues import STORE_FACTOR_COLUMNS, TEXT_CUES, text_role_cues
 from memlib.factors import emotion_and_valence, reliability
 from memlib.store.policies import POLICIES, ValuePolicy
 from memlib.store.protocol import Policy
-from memlib.store.state import DIM, ITEM_ARRAYS, StoreError, check_state, fail, policy_from
+from memlib.store.state import DIM, ITEM_ARRAYS, StoreError, check_state, fail, policy_from, short_repr
 from memlib.value import check_weights, encoding_tier
 
 _FI = {f: i for i, f in enumerate(FACTORS)}
@@ -101,16 +103,36 @@ FORGOTTEN_KEYS = ("id", "text", "time", "value", "tier", "reason", "at")
 __all__ = ["DIM", "MERGE_THRESHOLD", "MemoryStore", "StoreError", "count_tokens", "to_days", "valence"]
 
 
-def to_days(time) -> float:
+#: Strings that pandas reads as the wall clock; a store refuses them (see :func:`to_days`).
+_WALL_CLOCK_WORDS = ("now", "today")
+
+
+def to_days(time, name: str = "time") -> float:
     """A time as float days: a number is taken as days; a datetime or Timestamp as days since 1970 (UTC if aware).
+
+    The strings ``"now"`` and ``"today"`` are refused, as the data loaders refuse
+    them: a store's clock is the times it is given (``time=None`` in
+    :meth:`MemoryStore.add` is the latest of them), and a word that means another
+    time at every call would make a store's history unrepeatable. Pass
+    ``datetime.now()`` for the wall clock. ``name`` is the argument the error's
+    hint names (``time``, ``now``).
 
     >>> import datetime as dt
     >>> paris = dt.timezone(dt.timedelta(hours=1))
     >>> to_days(dt.datetime(1970, 1, 2, 12)), to_days(dt.datetime(1970, 1, 2, 13, tzinfo=paris))
     (1.5, 1.5)
+    >>> to_days("now")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    memlib._checks.ParameterError: time must be ... got 'now': pass time=None for the store's latest time, or ...
     """
     if isinstance(time, (int, float, np.integer, np.floating)) and not isinstance(time, bool):
         t = float(time)
+    elif isinstance(time, str) and time.strip().lower() in _WALL_CLOCK_WORDS:
+        raise ParameterError(
+            f"time must be a number of days or a datetime, got {short_repr(time)}: pass {name}=None for the store's "
+            "latest time, or datetime.now() for the wall clock"
+        )
     elif isinstance(time, (_dt.datetime, _dt.date, pd.Timestamp, np.datetime64, str)):
         try:
             ts = pd.Timestamp(time)
@@ -118,11 +140,15 @@ def to_days(time) -> float:
                 ts = ts.tz_convert("UTC").tz_localize(None)
             t = (ts - pd.Timestamp(0)) / pd.Timedelta(days=1)
         except (ValueError, TypeError) as exc:
-            raise ParameterError(f"time must be a number of days or a datetime, got {time!r} ({exc})") from None
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            reason = reason if len(reason) <= 120 else reason[:117] + "..."
+            raise ParameterError(
+                f"time must be a number of days or a datetime, got {short_repr(time)} ({reason})"
+            ) from None
     else:
-        raise ParameterError(f"time must be a number of days or a datetime, got {time!r}")
+        raise ParameterError(f"time must be a number of days or a datetime, got {short_repr(time)}")
     if not np.isfinite(t):
-        raise ParameterError(f"time must be finite, got {time!r}")
+        raise ParameterError(f"time must be finite, got {short_repr(time)}")
     return t
 
 
@@ -153,6 +179,49 @@ def _unit_interval(name: str, x) -> float:
         raise ParameterError(f"{name} must be a number in [0, 1], got {x!r}")
     return float(x)
 
+
+def _check_weights(weights) -> np.ndarray:
+    """:func:`memlib.value.check_weights`, with input that is not numbers at all one :class:`ParameterError` too."""
+    a = np.asarray(weights) if not isinstance(weights, str) else None
+    if a is None or a.dtype.kind not in "biufO":
+        raise ParameterError(f"weights must be {len(FACTORS)} numbers >= 0, one per factor, got {short_repr(weights)}")
+    try:
+        return check_weights(a)
+    except ParameterError:
+        raise
+    except (TypeError, ValueError):
+        raise ParameterError(
+            f"weights must be {len(FACTORS)} numbers >= 0, one per factor, got {short_repr(weights)}"
+        ) from None
+
+
+def _check_timeout(timeout) -> float:
+    """Seconds to wait for another process's write lock: a finite number >= 0."""
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not math.isfinite(timeout) or timeout < 0:
+        raise ParameterError(f"timeout must be a finite number of seconds >= 0, got {short_repr(timeout)}")
+    return float(timeout)
+
+
+def _check_bool(name: str, x) -> bool:
+    if not isinstance(x, (bool, np.bool_)):
+        raise ParameterError(f"{name} must be True or False, got {short_repr(x)}")
+    return bool(x)
+
+
+def _locked(method):
+    """Run ``method`` holding the store's lock (see *Threads* in :class:`MemoryStore`)."""
+
+    @functools.wraps(method)
+    def locked(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return locked
+
+
+#: Serialises calls of the default embedder: a fast tokenizer raises "Already borrowed" when two
+#: threads use it at once, and the model runs on every core anyway.
+_DEFAULT_EMBEDDER_LOCK = threading.Lock()
 
 #: Per-item arrays held in memory only, recomputed from the stored texts and roles on load:
 #: ``is_user`` and the text cues, the part of :data:`memlib.cues.STORE_CUES` the factors do not hold.
@@ -270,6 +339,17 @@ class MemoryStore:
     :meth:`open` keeps a store in a SQLite file, one transaction per change.
     Item ids count the turns added, from 0; a merged turn uses up its id too,
     so ids are positions in the conversation.
+
+    Threads: a store may be shared by threads (an agent server's thread pool).
+    Its public operations are serialised by one reentrant lock per store, so
+    each runs whole, as if alone: ids are handed out once and in order, and
+    :meth:`save` writes a consistent store. Embedding a turn or a query (the
+    slow part) runs outside the lock, so threads embed in parallel with a
+    custom ``embedder``, which must then be safe to call from several threads
+    (calls of the default embedder are serialised). A file store's one SQLite
+    connection is used under the same lock (:class:`~memlib.store.durable.StoreFile`).
+    The arrays ``embeddings`` and ``factors`` return are views: copy them if
+    another thread may change the store meanwhile.
     """
 
     def __init__(
@@ -288,13 +368,14 @@ class MemoryStore:
 
         self.factor_set = check_choice("factor_set", factor_set, FACTOR_SETS)
         self.value_model = _value_argument(value, weights)
-        self.weights = check_weights(np.ones(len(FACTORS)) if weights is None else weights)
+        self.weights = _check_weights(np.ones(len(FACTORS)) if weights is None else weights)
         self.policy = policy or ValuePolicy()
         if not isinstance(self.policy, Policy):
             raise ParameterError(f"policy must be a memlib.store.Policy, got {type(self.policy).__name__}")
         self.value_profile = None if value_profile is None else self._check_vector("value_profile", value_profile)
         self.merge_threshold = _check_merge_threshold(merge_threshold)
         self._embedder = self._embedder_argument(embedder, embed, "MemoryStore")
+        self._lock = threading.RLock()  # see Threads in the class docstring
         self._cols = _Columns()
         self._texts: list[str] = []
         self._roles: list[str] = []
@@ -351,9 +432,13 @@ class MemoryStore:
         Parameters
         ----------
         text : str
+            A lone surrogate (``"\\ud800"``, not encodable as UTF-8) is stored as
+            U+FFFD, as the data loaders read it (:func:`memlib._text.clean_text`);
+            so are those of ``speaker`` and ``session``.
         role : {'user', 'assistant'}
         time : float (days) or datetime
-            Must not go backwards. Default: the latest time seen.
+            Must not go backwards. Default (None): the latest time seen, not the
+            wall clock; the string ``"now"`` is refused (see :func:`to_days`).
         speaker : str, optional
             Default: the role. A user turn's self relevance compares it with the
             same speaker's earlier turns.
@@ -382,6 +467,7 @@ class MemoryStore:
         """
         if not isinstance(text, str) or not text.strip():
             raise ParameterError("text must be a non-empty string")
+        text = clean_text(text)  # a lone surrogate becomes U+FFFD (memlib._text)
         if role not in ("user", "assistant"):
             raise ParameterError(f"role must be 'user' or 'assistant', got {role!r}")
         task_utility = _unit_interval("task_utility", task_utility)
@@ -392,8 +478,8 @@ class MemoryStore:
         if pinned and expires is not None:
             raise ParameterError("an item cannot be both pinned and expiring: pass pinned=True or expires=")
         t_given = None if time is None else to_days(time)
-        speaker = role if speaker is None else str(speaker)
-        session = "" if session is None else str(session)
+        speaker = role if speaker is None else clean_text(str(speaker))
+        session = "" if session is None else clean_text(str(session))
         e = self._embedding(text, embedding)
         if emotion is None:
             emo, val = emotion_and_valence([text])
@@ -417,6 +503,13 @@ class MemoryStore:
                 self._write_add(tx.db, plan)
             tx.after.append(lambda: self._apply_add(plan))
         return plan["id"] if plan["merge"] is None else plan["merge"][0]
+
+    def _now_at(self, now_given: float | None) -> float:
+        """The time of a consolidation or an explanation: ``now_given``, or the latest time; never before it."""
+        now = self._now if now_given is None else now_given
+        if now < self._now:
+            raise ParameterError(f"time goes backwards: now={now} days is before the latest time {self._now} days")
+        return now
 
     def _expiry(self, expires, t: float) -> float:
         if expires is None:
@@ -662,11 +755,9 @@ class MemoryStore:
         budget_tokens = None if budget_tokens is None else check_int("budget_tokens", budget_tokens, minimum=0)
         if not isinstance(count_pinned, (bool, np.bool_)) or not isinstance(dry_run, (bool, np.bool_)):
             raise ParameterError("count_pinned and dry_run must be True or False")
-        now_given = None if now is None else to_days(now)
+        now_given = None if now is None else to_days(now, "now")
         with self._reading() if dry_run else self._writing() as tx:
-            now = self._now if now_given is None else now_given
-            if now < self._now:
-                raise ParameterError(f"time goes backwards: now={now} days is before the latest time {self._now} days")
+            now = self._now_at(now_given)
             plan = self._plan_consolidate(budget, budget_tokens, now, count_pinned)
             if dry_run:
                 return [self._explain_row(i, plan, reason) for i, reason in plan["order"]]
@@ -789,10 +880,10 @@ class MemoryStore:
         unpinned, unexpired items would be dropped (1: first to go; None for a
         pinned or expired item).
         """
-        now_given = None if now is None else to_days(now)
+        now_given = None if now is None else to_days(now, "now")
         with self._reading():
             i = self._position(item_id)
-            now = self._now if now_given is None else now_given
+            now = self._now_at(now_given)
             goal_fix = self._goal_plan()
             with self._goal_fixed(goal_fix):
                 scores = np.asarray(self.policy.forget_scores(self, now), float)
@@ -815,21 +906,25 @@ class MemoryStore:
         return self._cols.n
 
     @property
+    @_locked
     def ids(self) -> list[int]:
         """Ids of the retained items, oldest first."""
         return self._ids.tolist()
 
     @property
+    @_locked
     def embeddings(self) -> np.ndarray:
         """(n, 384) unit embeddings (float32) of the retained items."""
         return self._emb
 
     @property
+    @_locked
     def factors(self) -> np.ndarray:
         """(n, 7) factor values of the retained items."""
         return self._factors
 
     @property
+    @_locked
     def forgotten(self) -> list[dict]:
         """Every dropped item: ``id, text, time, value, tier, reason`` (``budget`` or ``expired``) and ``at``."""
         if self._db is not None:
@@ -837,6 +932,7 @@ class MemoryStore:
         return list(self._forgotten)
 
     @property
+    @_locked
     def merges(self) -> list[dict]:
         """Every turn that merged into a stored near-duplicate: ``id`` (kept), ``turn``, ``text, time, cosine``."""
         if self._db is not None:
@@ -844,10 +940,12 @@ class MemoryStore:
         return list(self._merges)
 
     @property
+    @_locked
     def cues(self) -> np.ndarray:
         """(n, 11) store cues of the retained items (:data:`memlib.cues.STORE_CUES`), what a cue value reads."""
         return np.hstack([self._cols.view("static_cues"), self._factors[:, STORE_FACTOR_COLUMNS]])
 
+    @_locked
     def values(self) -> np.ndarray:
         """Value of every retained item: ``V = f @ w``, or the store's cue value."""
         if self.value_model is not None:
@@ -860,6 +958,7 @@ class MemoryStore:
         total = self.weights.sum()
         return values / total if total > 0 else np.zeros(len(values))
 
+    @_locked
     def normalised_values(self) -> np.ndarray:
         """``V-bar`` in [0, 1]: ``V / sum(w)``, or a cue value's place among its training values."""
         return self._normalise(self.values())
@@ -867,10 +966,12 @@ class MemoryStore:
     def _tiers_of(self, values: np.ndarray) -> np.ndarray:
         return encoding_tier(np.clip(self._normalise(values), 0, 1))
 
+    @_locked
     def tiers(self) -> np.ndarray:
         """Encoding tier of every retained item (from its normalised value)."""
         return self._tiers_of(self.values())
 
+    @_locked
     def similarity(self, query_vec) -> np.ndarray:
         """``(1 + cos) / 2`` between a unit query vector and every item (float32 products)."""
         cos = _matvec(self._emb, np.asarray(query_vec, dtype=np.float32))
@@ -894,6 +995,7 @@ class MemoryStore:
             **dict(zip(FACTORS, self._factors[i].tolist())),
         }
 
+    @_locked
     def items(self) -> list[dict]:
         """The retained items with their factors, value and tier, oldest first (expired ones until consolidated)."""
         self._sync()
@@ -913,13 +1015,16 @@ class MemoryStore:
         must be 384 finite numbers, not all zero.
         """
         k = check_int("k", k, minimum=1)
+        update = _check_bool("update", update)
+        if isinstance(query, str):
+            query = clean_text(query)
         if query_embedding is None:
             if not isinstance(query, str) or not query.strip():
                 raise ParameterError("retrieve needs a query string or a query_embedding")
             query_embedding = self._embed([query])[0]
         q = self._check_vector("query_embedding", query_embedding)
         qv = _valence_cached(query) if isinstance(query, str) else 0.0
-        now_given = None if now is None else to_days(now)
+        now_given = None if now is None else to_days(now, "now")
         with self._writing() if update else self._reading() as tx:
             now = self._now if now_given is None else now_given
             if not len(self):
@@ -938,12 +1043,13 @@ class MemoryStore:
                     self._write_usage(tx.db, order)
         return out
 
+    @_locked
     def rank(self, query_embedding, query_valence: float = 0.0, now=None) -> np.ndarray:
         """Positions of the retained unexpired items in retrieval order (no state change)."""
+        q = self._check_vector("query_embedding", query_embedding)
         if not len(self):
             return np.zeros(0, dtype=np.int64)
-        now = self._now if now is None else to_days(now)
-        q = self._check_vector("query_embedding", query_embedding)
+        now = self._now if now is None else to_days(now, "now")
         scores = np.asarray(self.policy.retrieval_scores(self, q, query_valence, now), float)
         order = np.argsort(-scores, kind="stable")
         return order[self._expires[order] > now]
@@ -1026,10 +1132,11 @@ class MemoryStore:
         >>> len(store), store.ids   # nothing of that batch was added
         (2, [0, 1])
         """
-        if self._closed is not None:
-            fail(self._closed, "the store is closed; open it again to change it")
         with self._reading():  # (a file store catches up first: times are checked against its latest)
+            if self._closed is not None:
+                fail(self._closed, "the store is closed; open it again to change it")
             calls = self._check_turns(turns)
+            checked_at = self._now
         if not calls:
             return []
         need = [i for i, kw in enumerate(calls) if kw.get("embedding") is None]
@@ -1043,12 +1150,15 @@ class MemoryStore:
                 kw["emotion"] = float(emotion[i])
             kw["_valence"] = float(text_valence[i])
         ids = []
-        for i, kw in enumerate(calls):
-            try:
-                ids.append(self.add(**kw))
-            except ParameterError as exc:
-                kept = f"turns 0 to {i - 1} were added" if i else "no turn was added"
-                raise ParameterError(f"add_many: turn {i}: {exc} ({kept})") from None
+        with self._reading():  # the turns in a row, no other thread's add between them
+            if self._now != checked_at:  # another thread (or process) added meanwhile: check the times again
+                self._check_turns([{k: v for k, v in kw.items() if not k.startswith("_")} for kw in calls])
+            for i, kw in enumerate(calls):
+                try:
+                    ids.append(self.add(**kw))
+                except ParameterError as exc:
+                    kept = f"turns 0 to {i - 1} were added" if i else "no turn was added"
+                    raise ParameterError(f"add_many: turn {i}: {exc} ({kept})") from None
         return ids
 
     def _check_turns(self, turns) -> list[dict]:
@@ -1080,7 +1190,8 @@ class MemoryStore:
             key = "text"
             try:
                 if not isinstance(kw["text"], str) or not kw["text"].strip():
-                    raise ParameterError(f"text must be a non-empty string, got {kw['text']!r}")
+                    raise ParameterError(f"text must be a non-empty string, got {short_repr(kw['text'])}")
+                kw["text"] = clean_text(kw["text"])  # what add stores, and so what the embedder gets
                 key = "role"
                 if kw.get("role", "user") not in ("user", "assistant"):
                     raise ParameterError(f"role must be 'user' or 'assistant', got {kw['role']!r}")
@@ -1145,15 +1256,18 @@ class MemoryStore:
             queries = list(queries)
         except TypeError:
             raise ParameterError(f"retrieve_many takes a list of query strings, got {type(queries).__name__}") from None
+        update = _check_bool("update", update)
         for i, q in enumerate(queries):
             if not isinstance(q, str) or not q.strip():
-                raise ParameterError(f"retrieve_many: query {i} must be a non-empty string, got {q!r}")
+                raise ParameterError(f"retrieve_many: query {i} must be a non-empty string, got {short_repr(q)}")
+        queries = [clean_text(q) for q in queries]
         if now is not None:
-            to_days(now)
+            to_days(now, "now")
         if not queries:
             return []
         E = self._embed(queries)
-        return [self.retrieve(q, k=k, query_embedding=E[i], now=now, update=update) for i, q in enumerate(queries)]
+        with self._lock:  # the queries in a row, no other thread's operation between them
+            return [self.retrieve(q, k=k, query_embedding=E[i], now=now, update=update) for i, q in enumerate(queries)]
 
     @staticmethod
     def warm_up() -> float:
@@ -1181,14 +1295,21 @@ class MemoryStore:
     # ------------------------------------------------------------------ embeddings
     @staticmethod
     def _check_vector(name: str, v) -> np.ndarray:
-        """A unit float64 copy of ``v``, which must be 384 finite numbers, not all zero."""
+        """A unit float64 copy of ``v``, which must be 384 finite real numbers in one row (1-D), not all zero."""
         try:
-            e = np.asarray(v, dtype=np.float64).reshape(-1)
-        except (TypeError, ValueError):
+            a = np.asarray(v)
+            if a.dtype.kind == "c":
+                raise ParameterError(f"{name} must be real numbers, got {a.dtype.name} numbers")
+            e = np.asarray(a, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, ParameterError):
+                raise
             raise ParameterError(f"{name} must be {DIM} finite numbers") from None
+        if e.ndim != 1:
+            raise ParameterError(f"{name} must be {DIM} finite numbers in one 1-D row, got shape {e.shape}")
         if e.shape != (DIM,) or not np.all(np.isfinite(e)):
             raise ParameterError(
-                f"{name} must be {DIM} finite numbers, got shape {np.shape(v)}"
+                f"{name} must be {DIM} finite numbers, got shape {e.shape}"
                 + ("" if e.shape != (DIM,) else " with a NaN or infinity")
             )
         n = np.linalg.norm(e)
@@ -1224,14 +1345,22 @@ class MemoryStore:
         if self._embedder is None:
             from memlib.embeddings import encode
 
-            name, raw = "memlib.embeddings.encode (the default)", encode(texts, setting="fast")
+            with _DEFAULT_EMBEDDER_LOCK:
+                name, raw = "memlib.embeddings.encode (the default)", encode(texts, setting="fast")
         else:
             fn = self._embedder
             name = getattr(fn, "__qualname__", None) or repr(fn)[:80]
             raw = fn(texts)
         try:
-            out = np.asarray(raw, dtype=np.float64)
-        except (TypeError, ValueError):
+            out = np.asarray(raw)
+            if out.dtype.kind == "c":
+                raise ParameterError(
+                    f"the embedder {name} must return real numbers, got an array of {out.dtype.name} numbers"
+                )
+            out = np.asarray(out, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, ParameterError):
+                raise
             raise ParameterError(
                 f"the embedder {name} must return an (n, {DIM}) array of numbers, got {type(raw).__name__}"
             ) from None
@@ -1298,6 +1427,13 @@ class MemoryStore:
 
     @classmethod
     def _from_state(cls, path, state: dict, policy, embedder) -> MemoryStore:
+        try:
+            return cls._build_from_state(path, state, policy, embedder)
+        except RecursionError:  # a tampered value nested thousands of levels deep
+            fail(path, "a stored value is nested too deeply to be a memlib store's")
+
+    @classmethod
+    def _build_from_state(cls, path, state: dict, policy, embedder) -> MemoryStore:
         check_state(path, state)
         s = state["settings"]
         if policy is None:
@@ -1319,6 +1455,7 @@ class MemoryStore:
         store._load_state(state)
         return store
 
+    @_locked
     def save(self, path) -> None:
         """Export the store to one ``.npz`` file (arrays plus a JSON header; no pickle).
 
@@ -1406,11 +1543,11 @@ class MemoryStore:
         """
         from memlib.store.durable import SYNCHRONOUS, StoreFile
 
-        timeout = float(timeout)
-        if not timeout >= 0:
-            raise ParameterError(f"timeout must be >= 0 seconds, got {timeout}")
+        timeout = _check_timeout(timeout)
         check_choice("synchronous", synchronous, SYNCHRONOUS)
         embedder = cls._embedder_argument(embedder, embed, "MemoryStore.open")
+        if weights is not None:
+            _check_weights(weights)  # before a new file is made
         db = StoreFile(path, timeout=timeout, synchronous=synchronous)
         try:
             if not db.initialised():
@@ -1438,7 +1575,7 @@ class MemoryStore:
             store._db, store._data_version = db, version
             store._reconfigure(weights, policy, value_profile, factor_set, merge_threshold, value)
         except BaseException:
-            db.close()
+            db.discard()  # closes it, and removes the file if this call made it and it holds no store
             raise
         return store
 
@@ -1458,7 +1595,7 @@ class MemoryStore:
             changed |= model != self.value_model
             self.value_model = model
         if weights is not None:
-            w = check_weights(weights)
+            w = _check_weights(weights)
             changed |= not np.array_equal(w, self.weights)
             self.weights = w
         if policy is not None:
@@ -1471,18 +1608,22 @@ class MemoryStore:
             with self._writing() as tx:
                 tx.db.put_settings(self._state()["settings"])
 
+    @_locked
     def persist(self, path, *, timeout: float = 5.0, synchronous: str = "normal") -> MemoryStore:
         """Write this in-memory store to a new SQLite file ``path`` and keep it there from now on.
 
         ``MemoryStore.load("memory.npz").persist("memory.db")`` turns an export into
-        a durable store. Returns the store itself.
+        a durable store. Returns the store itself. A failed call leaves the store
+        in memory as it was and no file behind (a file it made is removed; an
+        existing file is never touched).
         """
         from memlib.store.durable import SYNCHRONOUS, StoreFile
 
         if self._db is not None:
             raise ParameterError(f"this store is already kept in {self._db.path}")
+        timeout = _check_timeout(timeout)
         check_choice("synchronous", synchronous, SYNCHRONOUS)
-        db = StoreFile(path, timeout=float(timeout), synchronous=synchronous)
+        db = StoreFile(path, timeout=timeout, synchronous=synchronous)
         try:
             db.begin_write()
             try:
@@ -1496,7 +1637,7 @@ class MemoryStore:
                 raise
             self._data_version = db.data_version()
         except BaseException:
-            db.close()
+            db.discard()  # closes it, and removes the file if this call made it and it holds no store
             raise
         self._db = db
         self._forgotten, self._merges = [], []
@@ -1507,6 +1648,7 @@ class MemoryStore:
         """The SQLite file of a store made by :meth:`open` (None in memory)."""
         return None if self._db is None else self._db.path
 
+    @_locked
     def close(self) -> None:
         """Close the SQLite file of a store made by :meth:`open`; the store stays readable, but no longer changes."""
         if self._db is not None:
@@ -1547,34 +1689,36 @@ class MemoryStore:
         it already made in memory (run if anything fails). A durable store's block
         runs inside one SQLite write transaction, which rolls back on any error.
         """
-        if self._closed is not None:
-            fail(self._closed, "the store is closed; open it again to change it")
-        tx = _Tx(self._db)
-        try:
-            if tx.db is not None:
-                tx.db.begin_write()
-                self._sync(locked=True)
-                with tx.db.errors():
+        with self._lock:
+            if self._closed is not None:
+                fail(self._closed, "the store is closed; open it again to change it")
+            tx = _Tx(self._db)
+            try:
+                if tx.db is not None:
+                    tx.db.begin_write()
+                    self._sync(locked=True)
+                    with tx.db.errors():
+                        yield tx
+                    self._stale = True  # until the committed change is applied in memory
+                    tx.db.commit()
+                else:
                     yield tx
-                self._stale = True  # until the committed change is applied in memory
-                tx.db.commit()
-            else:
-                yield tx
-        except BaseException:
-            if tx.db is not None:
-                tx.db.rollback()
-            for undo in reversed(tx.undo):
-                undo()
-            raise
-        for apply in tx.after:
-            apply()
-        self._stale = False
+            except BaseException:
+                if tx.db is not None:
+                    tx.db.rollback()
+                for undo in reversed(tx.undo):
+                    undo()
+                raise
+            for apply in tx.after:
+                apply()
+            self._stale = False
 
     @contextlib.contextmanager
     def _reading(self):
         """A block that reads the store (caught up with the file first); ``tx.db`` is None."""
-        self._sync()
-        yield _Tx(None)
+        with self._lock:
+            self._sync()
+            yield _Tx(None)
 
 
 class _Tx:

@@ -34,9 +34,12 @@ from pathlib import Path
 
 import numpy as np
 
-from memlib.store.state import DIM, check_state, fail
+from memlib._text import clean_text
+from memlib.store.state import DIM, check_state, fail, file_in_the_way
 
 FORMAT = "memlib.MemoryStore"
+#: How a zip file (an ``.npz``) starts: a local file header, or the end record of an empty archive.
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
 #: Version of the ``.npz`` layout written by :func:`write_npz` (version 1 files still load).
 NPZ_VERSION = 2
 _AT_FDCWD, _AT_EMPTY_PATH = -100, 0x1000
@@ -101,12 +104,17 @@ def write_private(path, write) -> None:
     """Write a file atomically and durably, private to its owner (mode 0600).
 
     ``write(fileobj)`` writes the content. Errors are raised as :class:`OSError`
-    (of the matching subclass) naming ``path``.
+    (of the matching subclass) naming ``path``: :class:`IsADirectoryError` for a
+    folder at ``path``, :class:`NotADirectoryError` naming the file in the way
+    when an ancestor of ``path`` is a file.
     """
     path = Path(path)
     try:
         if path.is_dir():
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+        blocker = file_in_the_way(path)
+        if blocker is not None:  # (mkdir would say "File exists")
+            raise NotADirectoryError(errno.ENOTDIR, f"{blocker} is a file, not a folder")
         path.parent.mkdir(parents=True, exist_ok=True)
         remove_leftovers(path)
         if not _write_unnamed(path, write):
@@ -197,16 +205,27 @@ def read_npz(path, merge_threshold_default: float | None) -> tuple[dict, list, l
     path = Path(path)
     remove_leftovers(path)
     try:
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
+        with open(path, "rb") as f:
+            magic = f.read(6)
     except FileNotFoundError:
         fail(path, "no such store file")
     except IsADirectoryError:
         fail(path, "is a folder, not a store file")
+    except OSError as exc:
+        fail(path, f"cannot read the store file ({exc.strerror or exc})")
+    if not magic.startswith(_ZIP_MAGIC):  # (numpy would then suggest allow_pickle=, an unsafe load)
+        what = "an empty file" if not magic else "a single .npy array" if magic == b"\x93NUMPY" else "not a zip file"
+        fail(path, f"not a readable store file ({what}, so not a memlib store export: MemoryStore.save writes a zip)")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
     except Exception as exc:  # zipfile / format errors
-        fail(path, f"not a readable store file ({type(exc).__name__}: {exc})")
+        reason = "it holds an object array, which a store never writes" if "pickle" in str(exc) else f"{exc}"
+        fail(path, f"not a readable store file ({type(exc).__name__}: {reason})")
     try:
         header = json.loads(str(arrays.pop("header")))
+    except RecursionError:
+        fail(path, "the store header is nested too deeply to be a memlib store header")
     except (KeyError, ValueError) as exc:
         fail(path, f"the store header is missing or not JSON ({exc})")
     if not isinstance(header, dict) or header.get("format") != FORMAT:
@@ -267,4 +286,29 @@ def read_npz(path, merge_threshold_default: float | None) -> tuple[dict, list, l
     for name, log in (("forgotten", header["forgotten"]), ("merges", merges)):
         if not isinstance(log, list) or not all(isinstance(e, dict) for e in log):
             fail(path, f"{name} must be a list of records")
-    return state, header["forgotten"], merges
+    return _cleaned(state), _cleaned_log(header["forgotten"]), _cleaned_log(merges)
+
+
+def _cleaned(state: dict) -> dict:
+    """``state`` with lone surrogates in its strings replaced by U+FFFD (:mod:`memlib._text`).
+
+    JSON escapes them (``"\\ud800"``), so an export written before the store
+    cleaned its text can hold them; a store must never, since neither the tokenizer
+    nor SQLite can take them. Speakers whose names become one have their sums added,
+    as the store would have added them had it cleaned the names as they came.
+    """
+    items, session = state["items"], state["session"]
+    for k in ("texts", "speakers", "sessions"):
+        items[k] = [clean_text(x) for x in items[k]]
+    if session["current_session"] is not None:
+        session["current_session"] = clean_text(session["current_session"])
+    speakers = {}
+    for name, v in state["sums"]["speakers"].items():
+        name = clean_text(name)
+        speakers[name] = speakers[name] + v if name in speakers else v
+    state["sums"]["speakers"] = speakers
+    return state
+
+
+def _cleaned_log(log: list) -> list:
+    return [{**e, "text": clean_text(e["text"])} if isinstance(e.get("text"), str) else e for e in log]

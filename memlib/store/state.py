@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from pathlib import Path
 
 import numpy as np
 
@@ -62,6 +63,27 @@ def fail(path, message: str):
     raise StoreError(f"{path}: {message}")
 
 
+def short_repr(x, limit: int = 120, quote: bool = True) -> str:
+    """``repr(x)`` (or ``x`` itself, ``quote=False``), cut to ``limit`` characters: an error stays a readable line."""
+    r = repr(x) if quote else str(x)
+    return r if len(r) <= limit else r[: limit - 3] + "..."
+
+
+def file_in_the_way(path) -> Path | None:
+    """The nearest existing ancestor folder of ``path`` if it is a file, not a folder (else None).
+
+    >>> import tempfile, pathlib
+    >>> f = pathlib.Path(tempfile.mkdtemp()) / "afile"
+    >>> _ = f.write_text("x")
+    >>> file_in_the_way(f / "memory.npz") == f, file_in_the_way(f.parent / "new" / "memory.npz")
+    (True, None)
+    """
+    for parent in Path(path).parents:
+        if parent.exists():
+            return None if parent.is_dir() else parent
+    return None
+
+
 def policy_from(path, name, config, policies: dict):
     """Rebuild a saved policy from its class ``name`` and ``config`` among the registered ``policies``."""
     known = {cls.__name__: cls for cls in policies.values()}
@@ -70,11 +92,11 @@ def policy_from(path, name, config, policies: dict):
     if name not in known:
         fail(path, f"unknown policy {name!r}; pass policy= to open it")
     if not isinstance(config, dict) or not all(isinstance(k, str) for k in config):
-        fail(path, f"policy_config must be a mapping of parameter names, got {config!r}")
+        fail(path, f"policy_config must be a mapping of parameter names, got {short_repr(config)}")
     try:
         return known[name](**config)
     except (TypeError, ValueError) as exc:  # unknown keyword, or a value out of range (ParameterError)
-        fail(path, f"policy_config {config!r} does not build a {name}: {exc}")
+        fail(path, f"policy_config {short_repr(config)} does not build a {name}: {short_repr(str(exc), quote=False)}")
 
 
 def _number(path, field: str, value, allow_none: bool = False, integer: bool = False):
