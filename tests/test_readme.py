@@ -158,3 +158,26 @@ def test_open_keeps_the_store_in_a_file(ran):
         assert again.items() == items
     finally:
         again.close()
+
+
+def test_every_test_the_reliability_table_names_exists():
+    """Each row of the README's reliability table names the tests that prove it: they must exist."""
+    import ast
+
+    section = README.split("## Reliability", 1)[1].split("\n## ", 1)[0]
+    tests_dir = Path(__file__).resolve().parent
+    named = 0
+    for row in section.splitlines():
+        if not row.startswith("|"):
+            continue
+        last = row.rstrip(" |").rsplit("|", 1)[-1]
+        current = None
+        for ref in re.findall(r"`((?:tests/[\w/]+\.py)?::\w+)`", last):
+            path, _, name = ref.partition("::")
+            current = path or current
+            assert current, f"{ref} names no file"
+            tree = ast.parse((tests_dir.parent / current).read_text())
+            defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+            assert name in defined, f"README's reliability table names {current}::{name}, which does not exist"
+            named += 1
+    assert named > 40
