@@ -198,7 +198,7 @@ def transfer_heatmap(summary: pd.DataFrame, model: str, title: str | None = None
     d = summary[summary["model"] == model].assign(
         label=lambda t: [f"{m:.2f} [{lo:.2f}, {hi:.2f}]" for m, lo, hi in zip(t["mean"], t["low"], t["high"])]
     )
-    first = ["in_domain", "others", "uniform"]
+    first = ["in_domain", "others", "others_worst_case", "uniform"]
     order = [r for r in first if r in set(d["train"])] + sorted(set(d["train"]) - set(first))
     base = alt.Chart(d).encode(x=alt.X("test:N", title="tested on"), y=alt.Y("train:N", sort=order, title="learned on"))
     cells = base.mark_rect().encode(

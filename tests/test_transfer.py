@@ -53,7 +53,7 @@ def test_concat_keeps_each_corpus_apart_and_aligned():
 def test_a_signal_every_corpus_shares_transfers_and_a_flipped_one_does_not():
     corpora = {"a": planted("a", seed=0), "b": planted("b", seed=1), "flip": planted("flip", sign=-1.0, seed=2)}
     per_case = T.transfer_matrix(corpora, n_splits=2, seed=0, quick=True, models=("cues",))
-    assert set(per_case["train"]) == {"in_domain", "uniform", "others", "a", "b", "flip"}
+    assert set(per_case["train"]) == {"in_domain", "uniform", "others", "others_worst_case", "a", "b", "flip"}
     # every row of one target and split scores the same test cases
     for (test, split), g in per_case.groupby(["test", "split"]):
         sets = g.groupby("train")["case_id"].apply(frozenset)
@@ -93,3 +93,29 @@ def test_transfer_needs_two_corpora_and_known_models():
         T.transfer_matrix({"a": planted("a")})
     with pytest.raises(ParameterError, match="unknown model 'mlp'"):
         T.transfer_matrix({"a": planted("a"), "b": planted("b")}, models=("mlp",))
+
+
+def test_the_worst_case_fit_does_no_worse_on_its_worst_corpus_than_the_pooled_fit():
+    from memlib.metrics import RetentionEvaluator
+
+    # a large corpus where the cue helps and a small one where it hurts: pooling follows the large one
+    big, small = planted("big", n_groups=12, seed=0), planted("small", sign=-1.0, n_groups=3, seed=1)
+    for model in ("cues", "paper_factors"):
+        pooled = T.fit_value(model, T.concat([big, small]), 0.3, seed=0, quick=True)
+        robust, w = T.fit_worst_case(model, [big, small], 0.3, seed=0, quick=True)
+
+        def worst(score):
+            return min(RetentionEvaluator(d.cases, 0.3).mean(score(d)) for d in (big, small))
+
+        assert worst(robust) >= worst(pooled) - 1e-9, model
+        assert w.shape[0] == (7 if model == "paper_factors" else len(NAMES))
+    assert worst(robust) > 0.5  # the self-relevance factor serves both corpora; the robust fit finds it
+
+
+def test_weight_signs_flag_the_cue_whose_meaning_flips_between_corpora():
+    corpora = {"a": planted("a", seed=0), "b": planted("b", seed=1), "flip": planted("flip", sign=-1.0, seed=2)}
+    w = T.weight_signs(corpora, quick=True, models=("cues",)).set_index("feature")
+    assert not w.loc["first_person", "sign_stable"]
+    assert w.loc["first_person", "a"] > 0 > w.loc["first_person", "flip"]
+    same = T.weight_signs({k: corpora[k] for k in ("a", "b")}, quick=True, models=("cues",)).set_index("feature")
+    assert same.loc["first_person", "sign_stable"]

@@ -7,7 +7,13 @@ each corpus (the *target*) this study scores, on the same test cases of the same
 * ``in_domain``: the value learned on the training half of the target itself;
 * ``<corpus>``: learned on all of one other corpus;
 * ``others``: learned on all of every other corpus together (leave one corpus out);
-* ``uniform``: the paper's seven factors with equal weights, learned on nothing.
+* ``uniform``: the paper's seven factors with equal weights, learned on nothing;
+* ``others_worst_case``: learned on every other corpus with the group-robust objective: the
+  *worst* retention over those corpora, maximised (:func:`fit_worst_case`), so that no corpus the
+  value was learned on can carry it alone.
+
+:func:`weight_signs` fits each linear model on each corpus alone and flags the weights whose sign
+differs between corpora: a cue whose meaning depends on how a corpus was built.
 
 Every value model is fit the same way: the paper's factors by Algorithm 1 (non-negative weights),
 the cue models of :mod:`memlib.studies.cues` by the pairwise surrogate on calibrated cues (signed
@@ -42,8 +48,9 @@ CORPORA = ("locomo", "longmemeval_s", "realmem")
 MODELS = (PAPER_MODEL, *CUE_MODELS)
 #: The learner of the cue models (deterministic, and the best linear learner of chapter 09).
 CUE_LEARNER = "surrogate"
-#: Where a value was learned: on the target's own training half, on nothing, on all other corpora.
-IN_DOMAIN, UNIFORM, OTHERS = "in_domain", "uniform", "others"
+#: Where a value was learned: on the target's own training half, on nothing, on all other corpora
+#: (pooled, or for the worst of them).
+IN_DOMAIN, UNIFORM, OTHERS, WORST_CASE = "in_domain", "uniform", "others", "others_worst_case"
 #: Groups (conversations, questions, users) per corpus in quick mode: two, so a split can hold one out.
 QUICK_GROUPS = 2
 
@@ -121,6 +128,104 @@ def fit_value(model: str, train: CueData, keep_fraction: float, seed: int = 0, q
     return score
 
 
+def fit_worst_case(model: str, datas, keep_fraction: float, seed: int = 0, quick: bool = False):
+    """Fit one linear value model to maximise its *worst* training retention over several corpora.
+
+    The group-robust objective ``min_c mean retention on corpus c`` is searched by the signed
+    hill-climb (Algorithm 1 without the clip at 0; for the paper's factors, with it) from the
+    pooled fit of :func:`fit_value`, on cues standardised over all the corpora's turns. Returns
+    ``(score, weights)`` as :func:`memlib.studies.cues.fit_cue_model` does.
+    """
+    from memlib.learning import _standardise, hill_climb_signed
+
+    check_choice("model", model, MODELS)
+    datas = list(datas)
+    pooled = concat(datas)
+    n_iter = learner_budget(quick)["n_iter"] if quick else N_ITER
+    if model == PAPER_MODEL:
+        evs = [RetentionEvaluator(d.cases, keep_fraction) for d in datas]
+        start = hill_climb(
+            RetentionEvaluator(pooled.cases, keep_fraction).objective,
+            pooled.cases.live_factors,
+            n_iter=n_iter,
+            restarts=1,
+            seed=seed,
+        ).weights
+        live = pooled.cases.live_factors
+
+        def worst(w):
+            w = np.where(live, np.clip(w, 0, None), 0).astype(np.float32)
+            return min(ev.mean(d.cases.factors @ w) for ev, d in zip(evs, datas))
+
+        w = hill_climb_signed(worst, np.where(live, start, 0), n_iter=n_iter, seed=seed).weights
+        w = np.where(live, np.clip(w, 0, None), 0).astype(np.float32)
+        return (lambda data: data.cases.factors @ w), w
+    table_of = _table_of(True, model)
+    tab = table_of(pooled)
+    mu, sd = _standardise(tab.values, tab.valid)
+    Zs = [((table_of(d).values - mu) / sd).astype(np.float32) for d in datas]
+    evs = [RetentionEvaluator(d.cases, keep_fraction) for d in datas]
+    _, w0 = fit_cue_model(CUE_LEARNER, pooled, table_of, keep_fraction, seed, quick)
+
+    def worst(wz):
+        wz = np.asarray(wz, dtype=np.float32)
+        return min(ev.mean(Z @ wz) for ev, Z in zip(evs, Zs))
+
+    wz = hill_climb_signed(worst, w0 * sd, n_iter=n_iter, seed=seed).weights
+    w = (wz / sd).astype(np.float32)
+    return (lambda data: table_of(data).values @ w), w
+
+
+def weight_signs(corpora: dict, keep_fraction: float = 0.3, seed: int = 0, quick: bool = False, models=MODELS):
+    """Each linear model fit on each corpus alone: its weights, and whether each weight's sign holds.
+
+    Returns ``model, feature, <corpus>..., sign_stable``: a weight per corpus (the cue models' in
+    units of standard deviations of the pooled turns, so that sizes compare across cues; the paper's
+    factors as learned, non-negative) and ``sign_stable``, False where two corpora give the weight
+    opposite signs (weights within 1% of the largest are taken as 0).
+    """
+    from memlib import FACTORS
+    from memlib.learning import _standardise
+
+    names = list(corpora)
+    rows = []
+    for model in models:
+        if model == PAPER_MODEL:
+            features = list(FACTORS)
+            per = {}
+            for n in names:
+                d = corpora[n]
+                per[n] = hill_climb(
+                    RetentionEvaluator(d.cases, keep_fraction).objective,
+                    d.cases.live_factors,
+                    n_iter=learner_budget(quick)["n_iter"] if quick else N_ITER,
+                    restarts=1 if quick else RESTARTS,
+                    seed=seed,
+                ).weights
+        else:
+            table_of = _table_of(True, model)
+            tab = table_of(concat([corpora[n] for n in names]))
+            _, sd = _standardise(tab.values, tab.valid)
+            features = list(tab.names)
+            per = {
+                n: fit_cue_model(CUE_LEARNER, corpora[n], table_of, keep_fraction, seed, quick)[1] * sd for n in names
+            }
+        W = np.array([per[n] for n in names])  # (corpora, features)
+        tol = 0.01 * np.abs(W).max(axis=1, keepdims=True)
+        sign = np.where(np.abs(W) <= tol, 0, np.sign(W))
+        stable = ~((sign > 0).any(axis=0) & (sign < 0).any(axis=0))
+        for j, f in enumerate(features):
+            rows.append(
+                {
+                    "model": model,
+                    "feature": f,
+                    **{n: float(W[i, j]) for i, n in enumerate(names)},
+                    "sign_stable": bool(stable[j]),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
 def _uniform(data: CueData) -> np.ndarray:
     return data.cases.factors @ np.ones(data.cases.factors.shape[-1], np.float32)
 
@@ -167,10 +272,16 @@ def transfer_matrix(
         if len(names) > 2:
             sources[f"{OTHERS}:{target}"] = concat([corpora[n] for n in names if n != target])
     whole = {}
-    bar = tqdm(total=len(sources) * len(models), desc="transfer fits", disable=not progress)
+    n_robust = len(names) if len(names) > 2 else 0
+    bar = tqdm(total=(len(sources) + n_robust) * len(models), desc="transfer fits", disable=not progress)
     for key, data in sources.items():
         for model in models:
             whole[key, model] = fit_value(model, data, keep_fraction, fit_seed, quick)
+            bar.update()
+    for target in names[:n_robust]:
+        rest = [corpora[n] for n in names if n != target]
+        for model in models:
+            whole[f"{WORST_CASE}:{target}", model] = fit_worst_case(model, rest, keep_fraction, fit_seed, quick)[0]
             bar.update()
     bar.close()
     rows = []
@@ -188,6 +299,7 @@ def transfer_matrix(
                 scored += [(model, src, whole[src, model](test)) for src in names if src != target]
                 if len(names) > 2:
                     scored.append((model, OTHERS, whole[f"{OTHERS}:{target}", model](test)))
+                    scored.append((model, WORST_CASE, whole[f"{WORST_CASE}:{target}", model](test)))
             for model, where, scores in scored:
                 rows.append(pd.DataFrame({"model": model, "train": where, **here, "retention": ev.per_case(scores)}))
     return pd.concat(rows, ignore_index=True).dropna(subset=["retention"])
@@ -233,6 +345,7 @@ class TransferResult:
 
     summary: pd.DataFrame
     per_case: pd.DataFrame
+    weights: pd.DataFrame = None
     info: dict = field(default_factory=dict)
 
     def matrix(self, model: str = "cues") -> pd.DataFrame:
@@ -269,5 +382,6 @@ def transfer_study(
     per_case = transfer_matrix(corpora, keep_fraction, n_splits if not quick else 2, seed, quick, progress=progress)
     levels = {n: expected_random_retention(d.cases, keep_fraction) for n, d in corpora.items()}
     summary = summarise(per_case, levels, n_boot=200 if quick else 1000, seed=seed)
+    weights = weight_signs(corpora, keep_fraction, seed, quick)
     info = {n: {k: v for k, v in d.info.items() if not k.startswith("seconds")} for n, d in corpora.items()}
-    return TransferResult(summary, per_case, {"corpora": info, "embedding": embedding, "sample": sample})
+    return TransferResult(summary, per_case, weights, {"corpora": info, "embedding": embedding, "sample": sample})
