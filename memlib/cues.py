@@ -45,6 +45,7 @@ import pandas as pd
 
 from memlib import FACTORS
 from memlib._checks import ParameterError
+from memlib._text import bounded
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,7 @@ _NAME = re.compile(r"(?<=[\w,;] )[A-Z][a-z]+")
 
 
 def _text_cue_row(text: str) -> tuple:
+    text = bounded(text)  # the first TEXT_BOUND characters, as the emotion factor reads
     words = _WORD.findall(text)
     low = text.lower()
     lowset = {w.lower() for w in words}
@@ -153,7 +155,9 @@ def text_cues(texts) -> np.ndarray:
 
     One pass per text: a word tokenisation, set look-ups for the lexicons, and three
     case-sensitive regular expressions (numbers, numeric dates, capitalised names).
-    Hedges and first person are binary; counts are ``log(1 + count)``.
+    Hedges and first person are binary; counts are ``log(1 + count)``. A text is read up to
+    its first :data:`memlib._text.TEXT_BOUND` characters (cut at white space), as the
+    emotion factor reads it: more than any turn of LoCoMo or LongMemEval holds.
 
     >>> text_cues(["Maybe.", "My sister Ana visits on Friday at 10:30!"]).astype(float).round(2).tolist()[1]
     [0.0, 0.0, 1.0, 0.69, 1.1, 1.1, 2.2]

@@ -34,12 +34,15 @@ its sub-folders one level deep), then in ``data/raw/``, then downloads it to
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import json
 import os
 import re
+import sys
 import tempfile
+import threading
 import urllib.request
 import warnings
 import zlib
@@ -60,7 +63,7 @@ from memlib._cachefiles import (
     set_aside,
 )
 from memlib._checks import ParameterError
-from memlib._text import clean_text
+from memlib._text import clean_text, count_surrogates
 
 ROOT = Path(__file__).resolve().parent.parent
 RAW_DIR = ROOT / "data" / "raw"
@@ -68,6 +71,10 @@ RAW_DIR = ROOT / "data" / "raw"
 
 class DatasetError(ValueError):
     """A data file is missing, malformed or fails its checksum."""
+
+
+class DatasetWarning(UserWarning):
+    """A data file held something memlib repaired as it loaded it (invalid Unicode): the file and record are named."""
 
 
 # --------------------------------------------------------------------------- resolver
@@ -434,7 +441,10 @@ def _require(path, where: str, rec, fields) -> None:
 
 def _describe(value) -> str:
     """A value from a JSON file as JSON spells it (``null``, ``"false"``, ``1``), shortened."""
-    text = json.dumps(value, default=str)
+    try:
+        text = json.dumps(value, default=str)
+    except (RecursionError, ValueError):  # nested too deeply to spell out
+        return f"a deeply nested {_KINDS.get(type(value), type(value).__name__)}"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -494,11 +504,161 @@ def _read_json(path):
         _not_utf8(path)
     except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
         raise DatasetError(f"{path}: not a readable gzip file ({exc})") from None
-    try:
-        data = json.loads(text.removeprefix("\ufeff"))
-    except json.JSONDecodeError as exc:
-        raise DatasetError(f"{path}: not valid JSON ({exc})") from None
+    text = text.removeprefix("\ufeff")
+    data = _decode(path, None, text)
+    if _has_lone_surrogates(text):
+        data = _repair_surrogates(path, data)
     return data
+
+
+def _decode(path, where, text: str):
+    """``json.loads(text)``, with a :class:`DatasetError` naming ``path`` (and ``where``) when it cannot be read."""
+    at = f"{path}: {where}" if where else f"{path}"
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DatasetError(f"{at}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise DatasetError(f"{at}: {_TOO_DEEP}") from None
+
+
+_TOO_DEEP = (
+    f"nested too deeply: lists or objects inside each other more than about {sys.getrecursionlimit()} levels deep"
+)
+
+
+def _one_line_when_too_deep(loader):
+    """A loader whose RecursionError on a deeply nested value (an id that is a list in a list ...) is one line."""
+
+    @functools.wraps(loader)
+    def load_(path=None, *args, **kwargs):
+        try:
+            return loader(path, *args, **kwargs)
+        except RecursionError:
+            raise DatasetError(f"{path if path is not None else loader.__name__}: {_TOO_DEEP}") from None
+
+    return load_
+
+
+# --------------------------------------------------------------------------- invalid Unicode
+
+# a \uXXXX escape of a surrogate code point, high (D800-DBFF) or low (DC00-DFFF), in JSON source text
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _has_lone_surrogates(text: str) -> bool:
+    """Whether JSON source ``text`` holds a surrogate escape that decodes to a lone surrogate.
+
+    JSON decoding joins a high and a low escape written next to each other into one
+    code point (``"\\ud83d\\ude00"`` is an emoji); any other surrogate escape stays a
+    lone surrogate, which UTF-8 cannot encode. An escape preceded by an odd number
+    of backslashes is a literal backslash and text, not an escape. Only the files
+    that hold one (exactly those) are walked by :func:`_repair_surrogates`, so a
+    clean 256 MB file costs one regular-expression scan.
+
+    >>> _has_lone_surrogates(r'["\\ud83d\\ude00", "\\\\ud800"]'), _has_lone_surrogates(r'["a\\ud800b"]')
+    (False, True)
+    """
+    if _SURROGATE_ESCAPE.search(text) is None:  # one scan (0.25 s for LongMemEval-S), as for most files
+        return False
+    pending = None  # where an unpaired high escape ends
+    for m in _SURROGATE_ESCAPE.finditer(text):
+        start = before = m.start()
+        while before > 0 and text[before - 1] == "\\":
+            before -= 1
+        if (start - before) % 2:  # an escaped backslash followed by the letters "ud8..": text
+            continue
+        high = m.group()[3] in "89abAB"
+        if pending is not None and not (start == pending and not high):
+            return True  # a high escape not followed by a low one
+        if high:
+            pending = m.end()
+        elif pending is None:
+            return True  # a low escape without a high one before it
+        else:
+            pending = None
+    return pending is not None
+
+
+def _repair_surrogates(path, data, where=None):
+    """``data`` with every lone surrogate in its strings (and keys) replaced by U+FFFD, and one warning for the file.
+
+    The warning (:class:`DatasetWarning`) names the file, how many were replaced and the
+    first place: its record (``record <i> (<id>)``, or ``where`` for one line of JSON Lines)
+    and the field inside it. The rule is :func:`memlib._text.clean_text`'s, which the store
+    applies too.
+    """
+    records = list(enumerate(data)) if isinstance(data, list) and where is None else [(None, data)]
+    total, first = 0, None
+    for i, rec in records:
+        rec, n, place = _clean_tree(rec)
+        if not n:
+            continue
+        total += n
+        if i is None:
+            data = rec
+            label = where or "the top level"
+        else:
+            data[i] = rec
+            ident = next((rec[k] for k in _ID_FIELDS if isinstance(rec, dict) and isinstance(rec.get(k), str)), None)
+            label = f"record {i}" + (f" ({ident})" if ident is not None else "")
+        if first is None:
+            first = label + (f" {place}" if place else "")
+    if total:
+        _note(
+            f"{path}: {total} lone surrogate{'s' if total > 1 else ''} (invalid Unicode such as \\ud800, legal in "
+            f"JSON) replaced by U+FFFD, the first in {first}"
+        )
+    return data
+
+
+_ID_FIELDS = ("question_id", "sample_id", "conversation_id")
+
+
+def _clean_tree(value) -> tuple:
+    """``(value, count, first)``: a decoded JSON value with lone surrogates replaced in every string and key.
+
+    Lists and objects are cleaned in place, without recursion (a value may nest as deep
+    as the decoder allows); ``first`` names the first field that held one, like
+    ``haystack_sessions[1][0].content``.
+    """
+    total, first = 0, None
+    root = [value]
+    stack = [(root, 0, "")]
+    while stack:
+        holder, key, place = stack.pop()
+        item = holder[key]
+        if isinstance(item, str):
+            n = count_surrogates(item)
+            if n:
+                holder[key] = clean_text(item)
+                total += n
+                first = place if first is None else first
+        elif isinstance(item, list):
+            stack.extend((item, k, f"{place}[{k}]") for k in range(len(item) - 1, -1, -1))
+        elif isinstance(item, dict):
+            if any(count_surrogates(k) for k in item):
+                cleaned = {}
+                for k, v in item.items():
+                    n = count_surrogates(k)
+                    if n and first is None:
+                        first = f"{place}.{clean_text(k)}" if place else clean_text(k)
+                    total += n
+                    cleaned[clean_text(k)] = v
+                holder[key] = item = cleaned
+            stack.extend((item, k, f"{place}.{k}" if place else k) for k in reversed(list(item)))
+    return root[0], total, first or ""
+
+
+_NOTES = threading.local()
+
+
+def _note(message: str) -> None:
+    """Warn (:class:`DatasetWarning`) about something repaired at load, and keep the message for the parse cache."""
+    notes = getattr(_NOTES, "current", None)
+    if notes is not None:
+        notes.append(message)
+    warnings.warn(message, DatasetWarning, stacklevel=4)
 
 
 def _cases_frame(rows, dates=None) -> pd.DataFrame:
@@ -546,6 +706,7 @@ def _locomo_date(value, path, where: str) -> pd.Timestamp:
     return date
 
 
+@_one_line_when_too_deep
 def load_locomo(path=None) -> Dataset:
     """Load LoCoMo (``locomo10.json``): one case per (conversation, question).
 
@@ -660,6 +821,7 @@ def _lme_date(value, path, where) -> pd.Timestamp:
     return date
 
 
+@_one_line_when_too_deep
 def load_longmemeval(path, name: str | None = None) -> Dataset:
     """Load a LongMemEval file (S, M or oracle; one schema): one case per question.
 
@@ -762,6 +924,7 @@ def _iso_date(value, path, where: str) -> pd.Timestamp:
     _fail(path, where, f"cannot read date {value!r}: {reason}")
 
 
+@_one_line_when_too_deep
 def load_jsonl(path, name: str | None = None) -> Dataset:
     """Load conversations in memlib's generic JSON Lines format.
 
@@ -791,10 +954,9 @@ def load_jsonl(path, name: str | None = None) -> Dataset:
     zone = None  # (has a time zone, where) of the file's first date
     for n, line in lines:
         where = f"line {n}"
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            _fail(path, where, f"not valid JSON ({exc})")
+        rec = _decode(path, where, line)
+        if _has_lone_surrogates(line):
+            rec = _repair_surrogates(path, rec, where)
         _require(path, where, rec, ("conversation_id", "sessions", "questions"))
         cid = str(rec["conversation_id"])
         if cid in seen_conversations:
@@ -1106,8 +1268,10 @@ def _parsed(path: Path, name: str, reader, files=None) -> Dataset:
     the file's sha256 and path, the name it was loaded under, this module's source and the
     numpy and pandas versions, so an edited file or loader never reads a stale parse. It is
     written atomically, and only when it reads back equal to the parse (a dataset with a
-    column it cannot store as plain arrays is not cached); a damaged one is set aside and
-    the file parsed again.
+    column it cannot store as plain arrays is not cached); a damaged one (unreadable, or
+    whose manifest disagrees with its arrays: :func:`_dataset_from_arrays`) is set aside and
+    the file parsed again. The warnings of the parse (:class:`DatasetWarning`) are kept in
+    the manifest and given again whenever the cached parse is read.
     """
     if not parsed_cache_enabled():
         return reader(path)
@@ -1120,17 +1284,25 @@ def _parsed(path: Path, name: str, reader, files=None) -> Dataset:
     prefix = safe_name(Path(name).name)
     cached = folder / f"{prefix}-{h.hexdigest()[:24]}.npz"
     try:
-        return _dataset_from_npz(cached)
+        ds, notes = _dataset_from_npz(cached, str(path))
     except (FileNotFoundError, NotADirectoryError):  # not cached, pruned a moment ago, or no cache folder
         pass
-    except CORRUPT_ERRORS + (TypeError, IndexError, UnicodeDecodeError) as exc:
+    except CORRUPT_ERRORS + (TypeError, IndexError, UnicodeDecodeError, AttributeError) as exc:
         set_aside(cached, exc)
-    ds = reader(path)
+    else:
+        for message in notes:  # what the parse warned about, said again as it did then
+            warnings.warn(message, DatasetWarning, stacklevel=4)
+        return ds
+    ds, notes = _read_noting(reader, path)
     try:
-        arrays = _dataset_arrays(ds)
+        arrays = _dataset_arrays(ds, notes)
     except _NotStorable:
         return ds
-    if not _same_dataset(ds, _dataset_from_arrays(arrays)) or not cache_folder_ok(folder):
+    try:
+        same = _same_dataset(ds, _dataset_from_arrays(arrays, str(path)))
+    except CORRUPT_ERRORS + (TypeError, IndexError):  # a dataset that breaks the cache's own checks: not cached
+        same = False
+    if not same or not cache_folder_ok(folder):
         return ds
     try:
         atomic_savez(cached, **arrays)
@@ -1150,7 +1322,38 @@ def _parsed(path: Path, name: str, reader, files=None) -> Dataset:
 
 
 #: The layout of a parsed-dataset cache file; bump it when :func:`_dataset_arrays` changes.
-PARSED_FORMAT = 1
+PARSED_FORMAT = 2
+
+
+def _read_noting(reader, path) -> tuple:
+    """``(reader(path), the messages of the DatasetWarnings it gave)``."""
+    previous = getattr(_NOTES, "current", None)
+    _NOTES.current = notes = []
+    try:
+        return reader(path), notes
+    finally:
+        _NOTES.current = previous
+
+
+#: The columns of each frame of a parsed dataset and how the cache stores them (:func:`_frame_arrays`):
+#: ``str``, ``tuple-str``, ``tuple-int``, or ``array`` with the numpy kinds it may have.
+_SCHEMA = {
+    "turns": {"session": "str", "turn": "iu", "role": "str", "speaker": "str", "timestamp": "M", "text_id": "iu"},
+    "sessions": {"session": "str", "label": "str", "date": "M", "first_turn": "iu", "n_turns": "iu"},
+    "cases": {
+        "case_id": "str",
+        "question": "str",
+        "question_type": "str",
+        "haystack": "tuple-str",
+        "gold": "tuple-int",
+        "group": "str",
+        "usable": "b",
+        "question_date": "M",
+    },
+}
+#: The columns of ``Dataset.turns`` (``text`` is rebuilt from ``texts``, not stored).
+_TURN_COLUMNS = ["session", "turn", "role", "speaker", "text", "timestamp", "text_id"]
+_MANIFEST_KEYS = {"name", "source", "skipped", "notes", "turns", "turn_columns", "text_dtype", "sessions", "cases"}
 
 
 class _NotStorable(TypeError):
@@ -1168,6 +1371,8 @@ def _pack(strings) -> dict:
 def _unpack(utf8: np.ndarray, offsets: np.ndarray) -> list:
     joined = utf8.tobytes().decode("utf-8", "surrogatepass")
     o = offsets.tolist()
+    if not o or o[0] != 0 or o[-1] != len(joined) or any(b < a for a, b in zip(o[:-1], o[1:])):
+        raise ValueError(f"string offsets do not cut {len(joined)} characters into pieces")
     return [joined[a:b] for a, b in zip(o[:-1], o[1:])]
 
 
@@ -1208,27 +1413,69 @@ def _frame_arrays(prefix: str, frame: pd.DataFrame, out: dict, skip=()) -> list:
     return specs
 
 
-def _frame_from_arrays(prefix: str, specs: list, z) -> pd.DataFrame:
-    data = {}
+class _ManifestError(ValueError):
+    """A parsed-dataset cache file whose manifest disagrees with its arrays (or with the loaders' schema)."""
+
+
+def _frame_from_arrays(prefix: str, specs: list, z, used: set | None = None) -> pd.DataFrame:
+    """One frame of a parsed dataset, checked against :data:`_SCHEMA` (a mismatch raises :class:`_ManifestError`)."""
+    used = set() if used is None else used
+    schema = _SCHEMA.get(prefix)
+    names = [spec.get("name") if isinstance(spec, dict) else None for spec in specs]
+    if schema is not None and names != list(schema):
+        raise _ManifestError(f"{prefix} columns {names} are not {list(schema)}")
+
+    def get(key, kinds="iu"):
+        array = z[key]
+        used.add(key)
+        if not isinstance(array, np.ndarray) or array.ndim != 1 or array.dtype.kind not in kinds:
+            raise _ManifestError(f"array {key} is not a list of {kinds!r} numbers")
+        return array
+
+    data, rows = {}, None
     for spec in specs:
         key, kind = f"{prefix}.{spec['name']}", spec["kind"]
+        want = schema[spec["name"]] if schema is not None else None
+        stored = want if want in ("str", "tuple-str", "tuple-int") else "array"
+        if want is not None and kind != stored and not (want == "tuple-int" and kind == "tuple-str"):
+            raise _ManifestError(f"column {key} is stored as {kind!r}, not {stored!r}")  # (no gold at all: tuple-str)
         if kind == "array":
-            values = z[key]
+            values = get(key, want if want is not None else "biufmM")
+            if str(values.dtype) != spec["dtype"]:
+                raise _ManifestError(f"column {key} is said to be {spec['dtype']}, but its array is {values.dtype}")
         elif kind == "str":
-            uniques = np.array(_unpack(z[key + ".utf8"], z[key + ".offsets"]) + [None], dtype=object)
-            values = uniques[z[key + ".codes"]]
-        else:
-            lengths = z[key + ".lengths"]
-            flat = _unpack(z[key + ".utf8"], z[key + ".offsets"]) if kind == "tuple-str" else z[key + ".items"].tolist()
+            uniques = _unpack(get(key + ".utf8", "u"), get(key + ".offsets"))
+            codes = get(key + ".codes")
+            if len(codes) and (codes.min() < 0 or codes.max() >= len(uniques)):
+                raise _ManifestError(f"codes of column {key} point outside its {len(uniques)} values")
+            values = np.array(uniques, dtype=object)[codes]
+        elif kind in ("tuple-str", "tuple-int"):
+            lengths = get(key + ".lengths")
+            if kind == "tuple-str":
+                flat = _unpack(get(key + ".utf8", "u"), get(key + ".offsets"))
+            else:
+                flat = get(key + ".items").tolist()
+            if (lengths < 0).any() or int(lengths.sum()) != len(flat):
+                raise _ManifestError(f"lengths of column {key} do not add up to its {len(flat)} items")
+            if want == "tuple-int" and kind == "tuple-str" and flat:
+                raise _ManifestError(f"column {key} holds strings, not turn indices")
             ends = np.cumsum(lengths).tolist()
             values = [tuple(flat[e - n : e]) for e, n in zip(ends, lengths.tolist())]
+        else:
+            raise _ManifestError(f"column {key} has an unknown kind {kind!r}")
+        if rows is not None and len(values) != rows:
+            raise _ManifestError(f"column {key} has {len(values)} rows, the columns before it {rows}")
+        rows = len(values)
         dtype = object if spec["dtype"] == "object" else spec["dtype"]
         data[spec["name"]] = pd.Series(values, dtype=dtype)
     return pd.DataFrame(data)
 
 
-def _dataset_arrays(ds: Dataset) -> dict:
-    """A :class:`Dataset` as named plain arrays plus a JSON manifest (``turns.text`` is rebuilt from ``texts``)."""
+def _dataset_arrays(ds: Dataset, notes=()) -> dict:
+    """A :class:`Dataset` as named plain arrays plus a JSON manifest (``turns.text`` is rebuilt from ``texts``).
+
+    ``notes`` are the messages of the warnings its parse gave, kept to be given again.
+    """
     out: dict = {}
     packed = _pack(list(ds.texts))
     out["texts.utf8"], out["texts.offsets"] = packed["utf8"], packed["offsets"]
@@ -1236,6 +1483,7 @@ def _dataset_arrays(ds: Dataset) -> dict:
         "name": ds.name,
         "source": ds.source,
         "skipped": ds.skipped,
+        "notes": list(notes),
         "turns": _frame_arrays("turns", ds.turns, out, skip=("text",)),
         "turn_columns": list(ds.turns.columns),
         "text_dtype": str(ds.turns["text"].dtype) if "text" in ds.turns else None,
@@ -1246,22 +1494,61 @@ def _dataset_arrays(ds: Dataset) -> dict:
     return out
 
 
-def _dataset_from_arrays(z) -> Dataset:
+def _dataset_from_arrays(z, source=None) -> Dataset:
+    """The dataset of :func:`_dataset_arrays`'s arrays, checked: a manifest that disagrees raises.
+
+    The manifest must hold exactly its fields, each frame the loaders' columns in the kinds
+    the cache stores them (:data:`_SCHEMA`), every array it names and no other, columns of
+    one length, and indices that point inside the dataset (text ids, sessions' turns,
+    haystacks, gold turns); ``source``, when given, is the file the cache key was made from.
+    Otherwise :class:`_ManifestError` (a ValueError) names what disagrees, and the caller sets
+    the file aside (a hand-edited manifest once failed with a KeyError on every run).
+    """
     m = json.loads(z["manifest"].tobytes().decode())
+    if not isinstance(m, dict) or set(m) != _MANIFEST_KEYS:
+        keys = sorted(m) if isinstance(m, dict) else type(m).__name__
+        raise _ManifestError(f"manifest fields {keys} are not {sorted(_MANIFEST_KEYS)}")
+    if not isinstance(m["name"], str) or not isinstance(m["source"], str) or source not in (None, m["source"]):
+        raise _ManifestError(f"manifest names source {_describe(m['source'])}, not {source!r}")
+    if not isinstance(m["skipped"], dict) or not all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in m["skipped"].items()
+    ):
+        raise _ManifestError(f"manifest skipped {_describe(m['skipped'])} is not counts by name")
+    if not isinstance(m["notes"], list) or not all(isinstance(x, str) for x in m["notes"]):
+        raise _ManifestError("manifest notes are not a list of messages")
+    if m["turn_columns"] != _TURN_COLUMNS or m["text_dtype"] not in ("object", "str"):
+        raise _ManifestError(f"turn columns {_describe(m['turn_columns'])} are not {_TURN_COLUMNS}")
+    used = {"manifest", "texts.utf8", "texts.offsets"}
     texts = _unpack(z["texts.utf8"], z["texts.offsets"])
-    turns = _frame_from_arrays("turns", m["turns"], z)
-    if "text" in m["turn_columns"]:
-        text_dtype = m["text_dtype"] if m["text_dtype"] != "object" else object
-        turns["text"] = pd.Series(np.array(texts, dtype=object)[turns["text_id"].to_numpy()], dtype=text_dtype)
-        turns = turns[m["turn_columns"]]
-    sessions = _frame_from_arrays("sessions", m["sessions"], z)
-    cases = _frame_from_arrays("cases", m["cases"], z)
+    turns = _frame_from_arrays("turns", m["turns"], z, used)
+    ids = turns["text_id"].to_numpy()
+    if len(ids) and (ids.min() < 0 or ids.max() >= len(texts)):
+        raise _ManifestError(f"turn text ids point outside the {len(texts)} texts")
+    text_dtype = m["text_dtype"] if m["text_dtype"] != "object" else object
+    turns["text"] = pd.Series(np.array(texts, dtype=object)[ids], dtype=text_dtype)
+    turns = turns[m["turn_columns"]]
+    sessions = _frame_from_arrays("sessions", m["sessions"], z, used)
+    cases = _frame_from_arrays("cases", m["cases"], z, used)
+    extra = sorted(set(z) - used)
+    if extra:
+        raise _ManifestError(f"arrays {extra} are not in the manifest")
+    first, count = sessions["first_turn"].to_numpy(), sessions["n_turns"].to_numpy()
+    if len(first) and (first.min() < 0 or count.min() < 0 or (first + count).max() > len(turns)):
+        raise _ManifestError(f"sessions' turns point outside the {len(turns)} turns")
+    known = set(sessions["session"])
+    if any(key not in known for hay in cases["haystack"] for key in hay):
+        raise _ManifestError("a case's haystack names a session the dataset does not hold")
+    if any(g < 0 or g >= len(turns) for gold in cases["gold"] for g in gold):
+        raise _ManifestError(f"a case's gold turn points outside the {len(turns)} turns")
     return Dataset(m["name"], turns, sessions, cases, texts, m["source"], m["skipped"])
 
 
-def _dataset_from_npz(path) -> Dataset:
+def _dataset_from_npz(path, source=None) -> tuple:
+    """``(Dataset, notes)`` read back from a parsed-dataset cache file (:func:`_dataset_from_arrays`)."""
     with open(path, "rb") as f, np.load(f, allow_pickle=False) as z:
-        return _dataset_from_arrays({k: z[k] for k in z.files})
+        arrays = {k: z[k] for k in z.files}
+    ds = _dataset_from_arrays(arrays, source)
+    return ds, json.loads(arrays["manifest"].tobytes().decode())["notes"]
 
 
 def _same_dataset(a: Dataset, b: Dataset) -> bool:

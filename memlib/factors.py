@@ -59,6 +59,7 @@ import pandas as pd
 from memlib import FACTORS
 from memlib._cachefiles import safe_name as _safe_name
 from memlib._checks import ParameterError, check_choice
+from memlib._text import bounded
 from memlib.datasets import Dataset, DatasetError
 from memlib.embeddings import (
     CORRUPT_ERRORS,
@@ -191,6 +192,7 @@ def _vader_features(texts) -> np.ndarray:
 
     out = np.empty((len(texts), 3))
     for i, t in enumerate(texts):
+        t = bounded(t)  # the first TEXT_BOUND characters: more than any real turn holds
         sc = vader_scores(t)
         cues = t.count("!") + len(_CAPS.findall(t)) + sum(w in BOOSTER_DICT for w in _WORDS.findall(t.lower()))
         out[i] = sc["compound"], sc["pos"] + sc["neg"], cues
@@ -204,6 +206,9 @@ PARALLEL_MIN_TEXTS = 20000
 def emotion_features(texts, workers: int | None = None) -> np.ndarray:
     """VADER features of each text, shape (n, 3): compound valence, sentiment share, arousal cues.
 
+    Each text is read up to its first :data:`~memlib._text.TEXT_BOUND` characters
+    (cut at white space: :func:`~memlib._text.bounded`), several times the longest
+    turn of LoCoMo and LongMemEval, so a 200 MB turn costs about a second.
     ``workers`` processes share the texts (by default every core for at least
     :data:`PARALLEL_MIN_TEXTS` texts, else one); the result does not depend on it.
     """
@@ -265,13 +270,14 @@ def reliability(roles, texts, cues: bool = True) -> np.ndarray:
     """Provenance heuristic in [0, 1] (see module docstring).
 
     With ``cues=False`` (the paper's factor set) it is provenance only: 0.8 for
-    a user-stated turn and 0.4 for a model-stated one.
+    a user-stated turn and 0.4 for a model-stated one. The cues read a text's first
+    :data:`~memlib._text.TEXT_BOUND` characters, as the emotion factor does.
     """
     out = np.empty(len(texts))
     for i, (role, t) in enumerate(zip(roles, texts)):
         r = 0.8 if role == "user" else 0.4
         if cues:
-            s = t.strip()
+            s = bounded(t).strip()
             if s.endswith("?"):
                 r *= 0.5
             if _HEDGES.search(s):
@@ -682,7 +688,8 @@ def save_annotation(ann: Annotation, path) -> None:
 def load_annotation(path) -> Annotation:
     """Read an annotation written by :func:`save_annotation`.
 
-    A damaged file (truncated, overwritten, missing arrays) raises a
+    A damaged file (truncated, overwritten, missing arrays, or values no annotation
+    holds: NaN or out-of-range factors, see :func:`_check_table`) raises a
     :class:`~memlib.datasets.DatasetError` that names it.
     """
     names = ("factors", "time", "length", "case_haystack", "gold_case", "gold_pos", "case_ids", "groups")
@@ -690,6 +697,25 @@ def load_annotation(path) -> Annotation:
         z = read_npz(path, (*names, "turn_rows", "meta"))
         meta = json.loads(str(z["meta"]))
         cs = CaseSet(*(z[name] for name in names))
+        _check_table(cs, z["turn_rows"])
         return Annotation(meta["dataset"], meta["regime"], cs, z["turn_rows"], meta["inert"], meta["info"])
     except CORRUPT_ERRORS + (TypeError,) as exc:
         raise DatasetError(f"{path}: not a readable factor table ({type(exc).__name__}: {exc})") from exc
+
+
+def _check_table(cs: CaseSet, turn_rows: np.ndarray) -> None:
+    """Raise ValueError unless a factor table read back holds what :func:`annotate` writes.
+
+    Factors are finite and in [0, 1] (each factor is), times finite, and ``turn_rows`` one
+    integer row per haystack position (-1 for padding): a table of NaN factors would
+    otherwise be read as valid and give NaN retention without a word.
+    """
+    F = cs.factors
+    if F.dtype.kind != "f" or not np.isfinite(F).all():
+        raise ValueError(f"{int(np.size(F) - np.isfinite(F).sum())} factor values are not finite (NaN or infinite)")
+    if F.size and (F.min() < 0 or F.max() > 1):
+        raise ValueError(f"factor values run from {F.min():g} to {F.max():g}, outside [0, 1]")
+    if cs.time.dtype.kind != "f" or not np.isfinite(cs.time).all():
+        raise ValueError("turn times are not all finite")
+    if turn_rows.dtype.kind not in "iu" or turn_rows.shape != F.shape[:2]:
+        raise ValueError(f"turn rows of shape {turn_rows.shape} and dtype {turn_rows.dtype} do not match the factors")
