@@ -1,4 +1,8 @@
+import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+# onnxruntime writes a telemetry database under ~/.cache/Microsoft when it is imported; the tests that
+# import it directly (pytest.importorskip) must not write outside the cache either (memlib sets the same)
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
