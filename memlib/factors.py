@@ -66,6 +66,7 @@ from memlib.embeddings import (
     atomic_savez,
     cache_folder_ok,
     cache_root,
+    check_device,
     embed,
     read_npz,
     report_unwritable,
@@ -475,6 +476,8 @@ def annotate(
     check_choice("factor_set", factor_set, FACTOR_SETS)
     check_choice("arousal", arousal, AROUSAL_READINGS)
     check_choice("self_reading", self_reading, SELF_READINGS)
+    if device is not None:  # before a cached table makes the device moot
+        check_device(device)
     setting = max_seq_length if max_seq_length is not None else embedding
     max_seq_length, backend = resolve_setting(setting)
     t0 = time.perf_counter()

@@ -170,3 +170,13 @@ def test_a_pinned_file_is_hashed_once_per_process(tmp_path, monkeypatch):
         D.resolve("locomo10.json")
         D.resolve("locomo10.json")
     assert len(reads) == 1
+
+
+def test_the_library_annotate_refuses_a_bogus_device_before_reading_its_cache(tmp_path, monkeypatch):
+    from memlib import factors as Fm
+
+    monkeypatch.setenv("MEMLIB_CACHE_DIR", str(tmp_path / "cache"))
+    ds = D.load(write_jsonl(tmp_path / "c.jsonl"))
+    Fm.annotate(ds, "blind", progress=False)  # cached now
+    with pytest.raises(ParameterError, match="unknown device 'bogus'"):
+        Fm.annotate(ds, "blind", device="bogus", progress=False)
