@@ -96,7 +96,9 @@ _SOLID = (
 # cut or whole). The normaliser works character by character (NFD reorders only combining marks,
 # never across these characters), so the word pieces of text[:p] are then the first word pieces of
 # text.
-_SAFE_CUT = re.compile(f"[ \t\n\r]|(?<=[!-/:-@\\[-`{{-~\u4e00-\u9fa5])|(?<=[{_SOLID}]{{{MAX_WORD_CHARS + 1}}})")
+# Not after "[": the tokenizer reads "[MASK]", "[CLS]", "[SEP]", "[PAD]" and "[UNK]" in the raw text
+# as one token each, so a cut just after their "[" would turn the token into the piece "[".
+_SAFE_CUT = re.compile(f"[ \t\n\r]|(?<=[!-/:-@\\\\-`{{-~\u4e00-\u9fa5])|(?<=[{_SOLID}]{{{MAX_WORD_CHARS + 1}}})")
 # Each run between ASCII white space that holds a printable ASCII character gives at least one word
 # piece of its own (that character survives the normaliser), so counting them bounds the pieces from
 # below without the tokenizer.

@@ -71,6 +71,9 @@ HOSTILE = {
     "dotted capital I (lower-cases to two characters)": "İ" * 500 + " İstanbul " * 3000,
     "stacked combining marks": ("e" + "\u0301" * 50 + " ") * 8_000,
     "ordinary words": "lorem ipsum dolor sit amet " * 10_000,
+    # the tokenizer reads [MASK] whole in the raw text: a cut just after its "[" would change the piece
+    "a special token where the cut falls (128)": "a " * 124 + "ŝ" * 900 + "[MASK]" + " more" * 1000,
+    "a special token where the cut falls (256)": "a " * 252 + "ŝ" * 1800 + "[SEP]" + " more" * 1000,
 }
 
 
