@@ -64,8 +64,9 @@ class CacheWarning(UserWarning):
     """A cache file could not be read, or a cache folder cannot be written: memlib recomputes and carries on."""
 
 
-#: What reading a damaged ``.npz`` can raise (truncated, random bytes, empty, missing arrays, wrong shapes).
-CORRUPT_ERRORS = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error)
+#: What reading a damaged ``.npz`` can raise (truncated, random bytes, empty, missing arrays, wrong shapes,
+#: and RecursionError for a manifest nested too deeply to decode).
+CORRUPT_ERRORS = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error, RecursionError)
 
 _REPORTED: set = set()
 

@@ -1277,9 +1277,10 @@ def _parsed(path: Path, name: str, reader, files=None) -> Dataset:
         return reader(path)
     h = hashlib.sha256(f"format {PARSED_FORMAT}\0numpy {np.__version__}\0pandas {pd.__version__}\0".encode())
     h.update(Path(__file__).read_bytes())
-    h.update(f"\0{name}\0{path}\0{Path(path).resolve()}".encode())
+    # surrogateescape: a file name that is not UTF-8 (bytes os.fsdecode could not decode) still keys
+    h.update(f"\0{name}\0{path}\0{Path(path).resolve()}".encode("utf-8", "surrogateescape"))
     for f in files or [path]:  # a folder (RealMem) is keyed by the content of each of its files
-        h.update(f"\0{Path(f).name}\0{file_sha256(f)}".encode())
+        h.update(f"\0{Path(f).name}\0{file_sha256(f)}".encode("utf-8", "surrogateescape"))
     folder = cache_root() / "datasets"
     prefix = safe_name(Path(name).name)
     cached = folder / f"{prefix}-{h.hexdigest()[:24]}.npz"

@@ -180,3 +180,12 @@ def test_the_library_annotate_refuses_a_bogus_device_before_reading_its_cache(tm
     Fm.annotate(ds, "blind", progress=False)  # cached now
     with pytest.raises(ParameterError, match="unknown device 'bogus'"):
         Fm.annotate(ds, "blind", device="bogus", progress=False)
+
+
+def test_a_data_file_whose_name_is_not_utf8_loads(tmp_path):
+    """The parse cache's key holds the path: a name with a byte that is not UTF-8 still keys (a review found
+    a raw UnicodeEncodeError)."""
+    path = tmp_path / os.fsdecode(b"caf\xe9.jsonl")
+    write_jsonl(path)
+    out = run("annotate", "--dataset", str(path), "--json", MEMLIB_CACHE_DIR=str(tmp_path / "cache"))
+    assert out.returncode == 0, out.stderr

@@ -437,6 +437,21 @@ def test_a_parse_cache_whose_manifest_disagrees_is_set_aside_and_parsed_again(tm
         assert D._same_dataset(first, D.load(path))  # the file parsed again was cached again, whole
 
 
+def test_a_parse_cache_whose_manifest_is_nested_too_deeply_is_set_aside(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMLIB_CACHE_DIR", str(tmp_path / "cache"))
+    path = str(write_longmemeval(tmp_path / "lme.json"))
+    first = D.load(path)
+    (cached,) = (tmp_path / "cache" / "datasets").glob("*.npz")
+    with open(cached, "rb") as f, np.load(f) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["manifest"] = np.frombuffer(("[" * 100_000 + "]" * 100_000).encode(), np.uint8)
+    Emb.atomic_savez(cached, **arrays)
+    D._LOADED.clear()
+    with pytest.warns(Emb.CacheWarning, match=f"{cached}: unreadable cache file .*RecursionError"):
+        again = D.load(path)
+    assert D._same_dataset(first, again)
+
+
 @pytest.mark.parametrize("damage", ["nan", "inf", "out of range"])
 def test_a_factor_table_of_invalid_values_is_named_set_aside_and_recomputed(tmp_path, monkeypatch, fake_model, damage):
     monkeypatch.setenv("MEMLIB_CACHE_DIR", str(tmp_path / "cache"))

@@ -160,3 +160,16 @@ def test_add_many_is_not_interleaved_with_another_threads_adds(tmp_path, kind):
         w.join()
     assert errors == []
     assert all(ids == list(range(ids[0], ids[0] + 5)) for ids in batches) and len(batches) == 40
+
+
+def test_an_in_memory_store_can_still_be_copied_and_pickled_and_the_copy_has_its_own_lock():
+    import copy
+    import pickle
+
+    s = MemoryStore(embedder=fake_embed)
+    s.add("I am allergic to peanuts.", time=0)
+    for twin in (copy.deepcopy(s), pickle.loads(pickle.dumps(s))):
+        assert [i["text"] for i in twin.items()] == [i["text"] for i in s.items()]
+        assert twin._lock is not s._lock
+        twin.add("a second turn", time=1)
+        assert len(twin.items()) == 2 and len(s.items()) == 1

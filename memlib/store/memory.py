@@ -76,6 +76,7 @@ import datetime as _dt
 import functools
 import math
 import numbers
+import re
 import threading
 from pathlib import Path
 
@@ -84,7 +85,7 @@ import pandas as pd
 
 from memlib import FACTORS
 from memlib._checks import ParameterError, check_choice, check_int
-from memlib._text import clean_text
+from memlib._text import bounded, clean_text
 from memlib.cues import STORE_FACTOR_COLUMNS, TEXT_CUES, text_role_cues
 from memlib.factors import emotion_and_valence, reliability
 from memlib.store.policies import POLICIES, ValuePolicy
@@ -163,7 +164,11 @@ def count_tokens(text: str) -> int:
     >>> count_tokens("I am allergic  to peanuts!")
     5
     """
-    return len(text.split())
+    # counted one word at a time: split() would build a list as large as a giant turn
+    return sum(1 for _ in _WORD.finditer(text))
+
+
+_WORD = re.compile(r"\S+")
 
 
 def _check_merge_threshold(m) -> float | None:
@@ -395,6 +400,19 @@ class MemoryStore:
         self._closed = None  # the path of a file store after close()
         self._data_version = None
         self._stale = False
+
+    def __getstate__(self):
+        """A copy or pickle of an in-memory store holds everything but its lock (a new copy gets its own)."""
+        if self._db is not None:
+            raise TypeError(f"a file store cannot be copied or pickled: copy {self._db.path} or use save()")
+        with self._lock:
+            state = self.__dict__.copy()
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
 
     # per-item arrays (views of the columns; policies read and update them)
     _ids = _column("ids", "Item ids, increasing.")
@@ -1730,8 +1748,13 @@ class _Tx:
         self.undo: list = []
 
 
-@functools.lru_cache(maxsize=4096)
 def _valence_cached(text: str) -> float:
+    """VADER's valence of a text, from a cache keyed by the bounded prefix VADER reads (not the whole text)."""
+    return _valence_of_prefix(bounded(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _valence_of_prefix(text: str) -> float:
     return float(valence([text])[0])
 
 
