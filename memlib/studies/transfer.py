@@ -339,6 +339,37 @@ def summarise(per_case: pd.DataFrame, random_levels: dict, n_boot: int = 1000, s
     return out
 
 
+def choose_by_worst_case(summary: pd.DataFrame) -> pd.DataFrame:
+    """Every model and way of learning it elsewhere, ranked by its *worst* held-out corpus.
+
+    A value an agent ships must hold on conversations nobody labelled, so a model is chosen by the
+    lowest of its held-out figures (each corpus held out in turn), not by their mean, which can be the
+    best of two corpora and fail on a third. Returns ``model, train, worst, worst_corpus, mean`` and
+    ``chosen`` (True on the first row), best first.
+
+    >>> s = pd.DataFrame({"model": ["a", "a", "b", "b"], "train": "others", "test": ["x", "y", "x", "y"],
+    ...                   "mean": [0.9, 0.3, 0.5, 0.5]})
+    >>> choose_by_worst_case(s)[["model", "worst", "worst_corpus", "mean", "chosen"]].values.tolist()
+    [['b', 0.5, 'x', 0.5, True], ['a', 0.3, 'y', 0.6, False]]
+    """
+    held = summary[summary["train"].isin([OTHERS, WORST_CASE])]
+    rows = []
+    for (model, train), g in held.groupby(["model", "train"], sort=False):
+        at = g["mean"].idxmin()
+        rows.append(
+            {
+                "model": model,
+                "train": train,
+                "worst": float(g.loc[at, "mean"]),
+                "worst_corpus": g.loc[at, "test"],
+                "mean": float(g["mean"].mean()),
+            }
+        )
+    out = pd.DataFrame(rows).sort_values(["worst", "mean"], ascending=False, kind="stable").reset_index(drop=True)
+    out["chosen"] = out.index == 0
+    return out
+
+
 @dataclass
 class TransferResult:
     """The transfer study: ``summary`` (one row per model, train and test corpus), ``per_case``, ``info``."""
