@@ -1,6 +1,9 @@
 """Schema-exact LongMemEval and generic JSONL fixtures written by the tests themselves, and planted cases."""
 
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 
@@ -130,3 +133,46 @@ def planted_regimes(n_groups=6, per_group=10, seed=0):
             factors, times, gold, case_ids=[f"c{i}" for i in range(len(gold))], groups=groups
         )
     return out
+
+
+# --------------------------------------------------------------------------- the command line and a stand-in model
+
+
+def run_memlib(*args, timeout=180, **env):
+    """``python -m memlib *args`` in a subprocess, with ``env`` added to the environment."""
+    return subprocess.run(
+        [sys.executable, "-m", "memlib", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **env},
+    )
+
+
+def one_error_line(out, message):
+    """A refused command: exit status 2 and one line on stderr holding ``message``, no traceback."""
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2, out.stderr
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in out.stderr, out.stderr
+
+
+class FakeModel:
+    """Deterministic stand-in for the sentence model (no weights, no CPU); records the texts it saw."""
+
+    def __init__(self):
+        self.seen = []
+
+    def encode(self, texts, **kw):
+        self.seen.extend(texts)
+        out = np.array([[len(t), sum(map(ord, t)) % 97, 1.0] + [0.0] * 381 for t in texts], dtype=np.float32)
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+class HashModel:
+    """A stand-in for the sentence model whose vectors are spread like real ones: the same text (its
+    first 64 characters), the same random unit vector."""
+
+    def encode(self, texts, **kw):
+        rows = [np.random.default_rng([ord(c) for c in t[:64]] or [0]).normal(size=384) for t in texts]
+        out = np.asarray(rows, dtype=np.float32)
+        return out / np.linalg.norm(out, axis=1, keepdims=True)

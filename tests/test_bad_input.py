@@ -7,34 +7,17 @@ command line prints ``memlib: error: ...`` and exits 2); a damaged or unusable c
 import copy
 import json
 import os
-import subprocess
-import sys
 import warnings
 
 import numpy as np
 import pytest
 
-from fixtures import jsonl_records, longmemeval_records, write_jsonl, write_longmemeval
+from fixtures import FakeModel, jsonl_records, longmemeval_records, one_error_line, write_jsonl, write_longmemeval
+from fixtures import run_memlib as run
 from memlib import ParameterError
 from memlib import datasets as D
 from memlib import embeddings as Emb
 from memlib import factors as Fm
-
-
-def run(*args, timeout=120, **env):
-    return subprocess.run(
-        [sys.executable, "-m", "memlib", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **env},
-    )
-
-
-def one_error_line(out, message):
-    lines = out.stderr.strip().splitlines()
-    assert out.returncode == 2, out.stderr
-    assert len(lines) == 1 and message in lines[0] and "Traceback" not in out.stderr, out.stderr
 
 
 def locomo_records():
@@ -375,25 +358,6 @@ def test_stream_names_keep_fraction_not_budget(tmp_path):
 
 
 # --------------------------------------------------------------------------- caches
-
-
-class FakeModel:
-    """Deterministic stand-in for the sentence model (no weights, no CPU)."""
-
-    def __init__(self):
-        self.seen = []
-
-    def encode(self, texts, **kw):
-        self.seen.extend(texts)
-        out = np.array([[len(t), sum(map(ord, t)) % 97, 1.0] + [0.0] * 381 for t in texts], dtype=np.float32)
-        return out / np.linalg.norm(out, axis=1, keepdims=True)
-
-
-@pytest.fixture
-def fake_model(monkeypatch):
-    model = FakeModel()
-    monkeypatch.setattr(Emb, "load_model", lambda *a, **k: model)
-    return model
 
 
 @pytest.mark.parametrize("damage", ["truncate", "random", "empty"])

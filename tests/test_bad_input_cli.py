@@ -11,26 +11,10 @@ import sys
 
 import pytest
 
-from fixtures import jsonl_records, write_jsonl
+from fixtures import jsonl_records, one_error_line, write_jsonl
+from fixtures import run_memlib as run
 from memlib import ParameterError
 from memlib import datasets as D
-
-
-def run(*args, timeout=180, **env):
-    return subprocess.run(
-        [sys.executable, "-m", "memlib", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **env},
-    )
-
-
-def one_error_line(out, message):
-    lines = out.stderr.strip().splitlines()
-    assert out.returncode == 2, out.stderr
-    assert "Traceback" not in out.stderr, out.stderr
-    assert len(lines) == 1 and message in lines[-1], out.stderr
 
 
 def no_gold(tmp_path):

@@ -20,31 +20,12 @@ import warnings
 import numpy as np
 import pytest
 
-from fixtures import jsonl_records, longmemeval_records, write_jsonl, write_longmemeval
+from fixtures import FakeModel, jsonl_records, longmemeval_records, write_jsonl, write_longmemeval
 from memlib import _text as T
 from memlib import cues as Cues
 from memlib import datasets as D
 from memlib import embeddings as Emb
 from memlib import factors as Fm
-
-
-class FakeModel:
-    """Deterministic stand-in for the sentence model (no weights, no CPU), as in test_bad_input."""
-
-    def __init__(self):
-        self.seen = []
-
-    def encode(self, texts, **kw):
-        self.seen.extend(texts)
-        out = np.array([[len(t), sum(map(ord, t)) % 97, 1.0] + [0.0] * 381 for t in texts], dtype=np.float32)
-        return out / np.linalg.norm(out, axis=1, keepdims=True)
-
-
-@pytest.fixture
-def fake_model(monkeypatch):
-    model = FakeModel()
-    monkeypatch.setattr(Emb, "load_model", lambda *a, **k: model)
-    return model
 
 
 def token_ids(text, max_seq_length):

@@ -16,22 +16,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fixtures import longmemeval_records
+from fixtures import HashModel, longmemeval_records
 from memlib import datasets as D
 from memlib import embeddings as Emb
 from memlib import factors as Fm
 from memlib.cues import compute_cues
 
 SHARED = Path(os.environ.get("MEMLIB_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
-
-
-class FakeModel:
-    """A deterministic stand-in for the sentence model: the same text, the same vector."""
-
-    def encode(self, texts, **kw):
-        rows = [np.random.default_rng([ord(c) for c in t[:64]] or [0]).normal(size=384) for t in texts]
-        out = np.asarray(rows, dtype=np.float32)
-        return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
 def renamed(records, seed):
@@ -72,7 +63,7 @@ def per_question(ann, ds, cues=None):
 
 def check_unchanged(tmp_path, monkeypatch, records, factor_sets=("paper", "extended")):
     monkeypatch.setenv("MEMLIB_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(Emb, "load_model", lambda *a, **k: FakeModel())
+    monkeypatch.setattr(Emb, "load_model", lambda *a, **k: HashModel())
     other, qids = renamed(records, seed=3)
     (tmp_path / "a.json").write_text(json.dumps(records))
     (tmp_path / "b.json").write_text(json.dumps(other))

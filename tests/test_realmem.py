@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fixtures import HashModel
 from memlib import datasets as D
 
 SHARED = Path(os.environ.get("MEMLIB_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
@@ -243,18 +244,6 @@ def test_the_release_loads_with_the_counts_source_md_gives(monkeypatch):
         assert set(ds.turns.iloc[list(case["gold"])]["session"]) <= set(case["haystack"])
 
 
-class FakeModel:
-    """A deterministic stand-in for the sentence model: the same text, the same vector."""
-
-    def encode(self, texts, **kw):
-        rows = []
-        for t in texts:
-            rng = np.random.default_rng([ord(c) for c in t[:64]] or [0])
-            rows.append(rng.normal(size=384))
-        out = np.asarray(rows, dtype=np.float32)
-        return out / np.linalg.norm(out, axis=1, keepdims=True)
-
-
 @pytest.mark.parametrize("factor_set", ["paper", "extended"])
 def test_renaming_every_identifier_leaves_factors_and_cues_identical(tmp_path, monkeypatch, factor_set):
     from memlib import embeddings as Emb
@@ -262,7 +251,7 @@ def test_renaming_every_identifier_leaves_factors_and_cues_identical(tmp_path, m
     from memlib.cues import compute_cues
 
     monkeypatch.setenv("MEMLIB_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(Emb, "load_model", lambda *a, **k: FakeModel())
+    monkeypatch.setattr(Emb, "load_model", lambda *a, **k: HashModel())
     rng = random.Random(11)
     a = D.load(write(tmp_path / "a", persona(), persona("Ben_Cruz")))
     b = D.load(write(tmp_path / "b", renamed(persona(), rng), renamed(persona("Ben_Cruz"), rng)))
