@@ -203,8 +203,8 @@ def _fit_nonlinear(learner, X, Z, mu, sd, tab, target, train, table_of, budget, 
     return score, None
 
 
-def _paper_scores(train: CueData, test: CueData, keep_fraction: float, seed: int, quick: bool) -> np.ndarray:
-    """The paper's value (seven factors, Algorithm 1) learned on ``train``, scored on ``test``."""
+def paper_weights(train: CueData, keep_fraction: float, seed: int, quick: bool) -> np.ndarray:
+    """The paper's value (seven factors, Algorithm 1) learned on ``train``: its float32 weights."""
     n_iter = learner_budget(quick)["n_iter"] if quick else N_ITER
     res = hill_climb(
         RetentionEvaluator(train.cases, keep_fraction).objective,
@@ -213,7 +213,12 @@ def _paper_scores(train: CueData, test: CueData, keep_fraction: float, seed: int
         restarts=1 if quick else RESTARTS,
         seed=seed,
     )
-    return test.cases.factors @ res.weights.astype(np.float32)
+    return res.weights.astype(np.float32)
+
+
+def _paper_scores(train: CueData, test: CueData, keep_fraction: float, seed: int, quick: bool) -> np.ndarray:
+    """The paper's value learned on ``train`` (:func:`paper_weights`), scored on ``test``."""
+    return test.cases.factors @ paper_weights(train, keep_fraction, seed, quick)
 
 
 # --------------------------------------------------------------------------- the learner comparison

@@ -37,10 +37,18 @@ import pandas as pd
 from memlib._checks import ParameterError, check_choice, check_fraction, check_int
 from memlib.cases import CaseSet
 from memlib.cues import CueTable
-from memlib.learning import N_ITER, RESTARTS, hill_climb
+from memlib.learning import N_ITER, hill_climb
 from memlib.metrics import RetentionEvaluator, expected_random_retention, paired_bootstrap
 from memlib.studies._common import split_plan
-from memlib.studies.cues import CUE_MODELS, PAPER_MODEL, CueData, _table_of, fit_cue_model, learner_budget
+from memlib.studies.cues import (
+    CUE_MODELS,
+    PAPER_MODEL,
+    CueData,
+    _table_of,
+    fit_cue_model,
+    learner_budget,
+    paper_weights,
+)
 
 #: The corpora a value is learned on and tested on.
 CORPORA = ("locomo", "longmemeval_s", "realmem")
@@ -115,14 +123,7 @@ def fit_value(model: str, train: CueData, keep_fraction: float, seed: int = 0, q
     """Fit one value model on ``train``; return ``score(data) -> (G, N)`` for any corpus with the same cues."""
     check_choice("model", model, MODELS)
     if model == PAPER_MODEL:
-        res = hill_climb(
-            RetentionEvaluator(train.cases, keep_fraction).objective,
-            train.cases.live_factors,
-            n_iter=learner_budget(quick)["n_iter"] if quick else N_ITER,
-            restarts=1 if quick else RESTARTS,
-            seed=seed,
-        )
-        w = res.weights.astype(np.float32)
+        w = paper_weights(train, keep_fraction, seed, quick)
         return lambda data: data.cases.factors @ w
     score, _ = fit_cue_model(CUE_LEARNER, train, _table_of(True, model), keep_fraction, seed, quick)
     return score
@@ -192,16 +193,7 @@ def weight_signs(corpora: dict, keep_fraction: float = 0.3, seed: int = 0, quick
     for model in models:
         if model == PAPER_MODEL:
             features = list(FACTORS)
-            per = {}
-            for n in names:
-                d = corpora[n]
-                per[n] = hill_climb(
-                    RetentionEvaluator(d.cases, keep_fraction).objective,
-                    d.cases.live_factors,
-                    n_iter=learner_budget(quick)["n_iter"] if quick else N_ITER,
-                    restarts=1 if quick else RESTARTS,
-                    seed=seed,
-                ).weights
+            per = {n: paper_weights(corpora[n], keep_fraction, seed, quick) for n in names}
         else:
             table_of = _table_of(True, model)
             tab = table_of(concat([corpora[n] for n in names]))
