@@ -44,6 +44,11 @@ class CaseSet:
     case_ids : ndarray, shape (C,) of str
     groups : ndarray, shape (C,) of str
         Cases in one group share turns and must stay on one side of a split.
+    keys : ndarray, shape (C,) of str
+        A key of each case's content that names no identifier (the annotator
+        hashes its question and date). Splits order groups by their keys, so that
+        renaming every id, or reordering the file, leaves every split as it was.
+        Defaults to ``case_ids``.
     """
 
     factors: np.ndarray
@@ -54,6 +59,7 @@ class CaseSet:
     gold_pos: np.ndarray
     case_ids: np.ndarray
     groups: np.ndarray
+    keys: np.ndarray = None
     _n_gold: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -63,8 +69,10 @@ class CaseSet:
         C = len(self.case_haystack)
         if self.time.shape != (G, N) or self.length.shape != (G,):
             raise ParameterError("time must be (G, N) and length (G,) for factors of shape (G, N, 7)")
-        if len(self.case_ids) != C or len(self.groups) != C:
-            raise ParameterError("case_ids and groups need one entry per case")
+        if self.keys is None:
+            object.__setattr__(self, "keys", np.asarray(self.case_ids))
+        if len(self.case_ids) != C or len(self.groups) != C or len(self.keys) != C:
+            raise ParameterError("case_ids, groups and keys need one entry per case")
         if C and (self.case_haystack.min() < 0 or self.case_haystack.max() >= G):
             raise ParameterError("case_haystack points outside the haystacks")
         if len(self.gold_pos) and np.any(self.gold_pos >= self.length[self.case_haystack[self.gold_case]]):
@@ -73,15 +81,15 @@ class CaseSet:
 
     # ------------------------------------------------------------------ build
     @classmethod
-    def from_cases(cls, factors, times, gold, case_ids=None, groups=None) -> CaseSet:
+    def from_cases(cls, factors, times, gold, case_ids=None, groups=None, keys=None) -> CaseSet:
         """One haystack per case: lists of (n_c, 7) factors, (n_c,) times and gold positions."""
         n = len(factors)
         return cls.from_haystacks(
-            factors, times, case_haystack=np.arange(n), gold=gold, case_ids=case_ids, groups=groups
+            factors, times, case_haystack=np.arange(n), gold=gold, case_ids=case_ids, groups=groups, keys=keys
         )
 
     @classmethod
-    def from_haystacks(cls, factors, times, case_haystack, gold, case_ids=None, groups=None) -> CaseSet:
+    def from_haystacks(cls, factors, times, case_haystack, gold, case_ids=None, groups=None, keys=None) -> CaseSet:
         """Build from per-haystack factor matrices and per-case gold positions.
 
         Parameters
@@ -91,7 +99,7 @@ class CaseSet:
         case_haystack : array_like of int, shape (C,)
         gold : list of C lists of int
             Gold positions of each case within its haystack (duplicates ignored).
-        case_ids, groups : sequences of str, optional
+        case_ids, groups, keys : sequences of str, optional
             Default: the case index; the haystack index.
         """
         G = len(factors)
@@ -123,7 +131,8 @@ class CaseSet:
             raise ParameterError("gold positions must be >= 0")
         case_ids = np.asarray([str(i) for i in range(C)] if case_ids is None else [str(x) for x in case_ids])
         groups = np.asarray([str(h) for h in case_haystack] if groups is None else [str(x) for x in groups])
-        return cls(F, T, length, case_haystack, gold_case, gold_pos, case_ids, groups)
+        keys = case_ids if keys is None else np.asarray([str(x) for x in keys])
+        return cls(F, T, length, case_haystack, gold_case, gold_pos, case_ids, groups, keys)
 
     # ------------------------------------------------------------- properties
     @property
@@ -177,4 +186,5 @@ class CaseSet:
             gold_pos=self.gold_pos[sel],
             case_ids=self.case_ids[cases],
             groups=self.groups[cases],
+            keys=self.keys[cases],
         )

@@ -182,8 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--factor-set",
         default=None,
-        help="real-data studies: paper (Table 1 as stated) or extended (our reliability cues); "
-        "oracle-blind also takes both, its default",
+        help="real-data studies: paper (Table 1 as stated), extended (our reliability cues) or released "
+        "(the authors' released experiment; oracle-blind then runs its protocol too); oracle-blind also takes "
+        "both (paper and extended), its default",
     )
     s.add_argument(
         "--embedding",
@@ -212,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a.add_argument("--limit", type=int, default=None, help="only the first N conversations / questions")
     a.add_argument("--sample", type=int, default=None, help="a seeded random sample of N conversations / questions")
-    a.add_argument("--factor-set", default="paper", help="paper (default) or extended")
+    a.add_argument("--factor-set", default="paper", help="paper (default), extended or released")
     a.add_argument(
         "--embedding",
         default="fast",

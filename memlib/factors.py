@@ -73,6 +73,7 @@ from memlib.embeddings import (
     set_aside,
 )
 from memlib.metrics import CaseSet
+from memlib.rule_emotion import rule_intensity
 
 REGIMES = ("blind", "oracle")
 INERT_WITHOUT_INPUT = ("value_alignment", "task_utility", "usage_history")
@@ -96,10 +97,67 @@ VADER_PIECE_CHARS = 2000
 #: Arousal readings of emotional intensity ``|valence| * arousal`` (see :func:`emotion_and_valence`).
 AROUSAL_READINGS = ("structural", "constant", "lexical")
 #: Factor sets: the paper's Table 1 as stated, and our extension of its reliability heuristic.
+#: The factor sets that the store computes online, turn by turn, as well as :func:`annotate` (and the studies).
 FACTOR_SETS = ("paper", "extended")
+#: Every factor set :func:`annotate` computes: :data:`FACTOR_SETS` and ``released``, the reading of the
+#: authors' released experiment (:data:`READINGS`), which reads a whole history at once.
+ALL_FACTOR_SETS = (*FACTOR_SETS, "released")
 #: Readings of the user centroid of self relevance: the user's strictly earlier turns (causal, the
 #: default), earlier turns and the turn itself, or all the user's turns of the history (not causal).
-SELF_READINGS = ("earlier", "inclusive", "history")
+SELF_READINGS = ("earlier", "inclusive", "through_session", "history")
+#: Readings of the blind goal anchor (:data:`ANCHORS`): the centroid of the session's user turns with the
+#: session's turns as fallback (``session``) or the history's user turns (``session_or_history``), or of
+#: the session's strictly earlier user turns (``earlier_in_session``, causal at each turn).
+GOAL_READINGS = ("session", "session_or_history", "earlier_in_session")
+#: Emotion readings: VADER valence times arousal (Table 1 as memlib reads it), or the released rules.
+EMOTION_READINGS = ("vader", "rules")
+#: Reliability readings: provenance 0.8 / 0.4 (``paper``), 0.7 / 0.4 (``released``), or with our cues.
+RELIABILITY_READINGS = ("paper", "released", "extended")
+#: Order of a history's turns: by date (``time``; turn times in days) or as its file lists its sessions
+#: (``file``; a turn's time is then its session's index, the only clock the released experiment reads).
+HISTORY_ORDERS = ("time", "file")
+#: What each factor set reads (a key given to :func:`annotate` overrides its set's).
+READINGS = {
+    "paper": {"emotion": "vader", "self": "earlier", "goal": "session", "reliability": "paper", "order": "time"},
+    "extended": {"emotion": "vader", "self": "earlier", "goal": "session", "reliability": "extended", "order": "time"},
+    "released": {
+        "emotion": "rules",
+        "self": "history",
+        "goal": "session_or_history",
+        "reliability": "released",
+        "order": "file",
+    },
+}
+_READING_CHOICES = {
+    "emotion": EMOTION_READINGS,
+    "self": SELF_READINGS,
+    "goal": GOAL_READINGS,
+    "reliability": RELIABILITY_READINGS,
+    "order": HISTORY_ORDERS,
+}
+#: Provenance reliability of a (user, assistant) turn under each reading without cues.
+PROVENANCE = {"paper": (0.8, 0.4), "released": (0.7, 0.4)}
+
+
+def resolve_readings(factor_set: str, readings: dict | None = None) -> dict:
+    """The readings of ``factor_set`` (:data:`READINGS`) with ``readings`` laid over them, checked.
+
+    >>> resolve_readings("released", {"self": "earlier"})["self"], resolve_readings("paper")["emotion"]
+    ('earlier', 'vader')
+    >>> resolve_readings("paper", {"colour": "blue"})
+    Traceback (most recent call last):
+    ...
+    memlib._checks.ParameterError: unknown reading 'colour'; known: emotion, self, goal, reliability, order
+    """
+    check_choice("factor_set", factor_set, ALL_FACTOR_SETS)
+    out = dict(READINGS[factor_set])
+    for key, value in (readings or {}).items():
+        if key not in _READING_CHOICES:
+            raise ParameterError(f"unknown reading {key!r}; known: {', '.join(_READING_CHOICES)}")
+        out[key] = check_choice(f"{key} reading", value, _READING_CHOICES[key])
+    return out
+
+
 _SENTENCE_END = re.compile(r"(?<=[.!?\n])\s+")
 
 
@@ -267,16 +325,19 @@ def emotional_intensity(texts, arousal: str = "structural") -> np.ndarray:
     return emotion_and_valence(texts, arousal)[0]
 
 
-def reliability(roles, texts, cues: bool = True) -> np.ndarray:
+def reliability(roles, texts, cues: bool = True, provenance=PROVENANCE["paper"]) -> np.ndarray:
     """Provenance heuristic in [0, 1] (see module docstring).
 
-    With ``cues=False`` (the paper's factor set) it is provenance only: 0.8 for
-    a user-stated turn and 0.4 for a model-stated one. The cues read a text's first
+    With ``cues=False`` (the paper's factor set) it is provenance only:
+    ``provenance[0]`` (0.8) for a user-stated turn and ``provenance[1]`` (0.4) for
+    a model-stated one; the released experiment reads 0.7 and 0.4
+    (:data:`PROVENANCE`). The cues read a text's first
     :data:`~memlib._text.TEXT_BOUND` characters, as the emotion factor does.
     """
+    user_value, model_value = provenance
     out = np.empty(len(texts))
     for i, (role, t) in enumerate(zip(roles, texts)):
-        r = 0.8 if role == "user" else 0.4
+        r = user_value if role == "user" else model_value
         if cues:
             s = bounded(t).strip()
             if s.endswith("?"):
@@ -335,6 +396,48 @@ class SessionCentroidAnchor:
         return self._turn_goal[rows]
 
 
+class SessionOrHistoryAnchor(SessionCentroidAnchor):
+    """Blind anchor of the released experiment: the session's user-turn centroid, else the history's.
+
+    A session without user turns falls back to the centroid of the user turns
+    of the turn's whole history (later sessions included), and to 0.5 when the
+    history has none.
+    """
+
+    def prepare(self, ds: Dataset, E: np.ndarray) -> None:
+        super().prepare(ds, E)
+        sess_codes = pd.factorize(ds.turns["session"])[0]
+        user = (ds.turns["role"] == "user").to_numpy()
+        S = sess_codes.max() + 1 if len(sess_codes) else 0
+        self._session_has_user = (np.bincount(sess_codes[user], minlength=S) > 0)[sess_codes]
+        self._user = user
+
+    def goal(self, ds: Dataset, case: int, rows: np.ndarray, E: np.ndarray, question_vec) -> np.ndarray:
+        out = self._turn_goal[rows].copy()
+        lone = ~self._session_has_user[rows]
+        if lone.any():
+            users = rows[self._user[rows]]
+            cent = E[users].astype(np.float64).sum(axis=0, keepdims=True)
+            out[lone] = _cos01(E[rows[lone]], np.broadcast_to(cent, (int(lone.sum()), E.shape[1])))
+        return out
+
+
+class EarlierInSessionAnchor(SessionCentroidAnchor):
+    """Causal blind anchor: the centroid of the session's user turns strictly before the turn (0.5 for none)."""
+
+    def prepare(self, ds: Dataset, E: np.ndarray) -> None:
+        user = (ds.turns["role"] == "user").to_numpy()
+        out = np.full(len(E), 0.5)
+        for first, n in zip(ds.sessions["first_turn"], ds.sessions["n_turns"]):
+            rows = np.arange(first, first + n)
+            if n == 0:
+                continue
+            Eu = E[rows].astype(np.float64) * user[rows, None]
+            before = np.cumsum(Eu, axis=0) - Eu
+            out[rows] = _cos01(E[rows], before)
+        self._turn_goal = out
+
+
 class QuestionAnchor:
     """Oracle anchor: the held-out evaluation question (peeks at the future query)."""
 
@@ -350,6 +453,12 @@ class QuestionAnchor:
 
 #: Goal anchors by regime name; add a class with ``prepare`` and ``goal`` to try another blind anchor.
 ANCHORS = {"blind": SessionCentroidAnchor, "oracle": QuestionAnchor}
+#: Blind anchors by goal reading (:data:`GOAL_READINGS`).
+BLIND_ANCHORS = {
+    "session": SessionCentroidAnchor,
+    "session_or_history": SessionOrHistoryAnchor,
+    "earlier_in_session": EarlierInSessionAnchor,
+}
 
 
 # --------------------------------------------------------------------------- annotation
@@ -386,11 +495,28 @@ class Annotation:
         return pd.concat([t, pd.DataFrame(self.cases.factors[haystack, :n], columns=list(FACTORS))], axis=1)
 
 
+def content_keys(cases: pd.DataFrame) -> list:
+    """A key per case from its question and date alone (no identifier), which splits order groups by.
+
+    >>> import pandas as pd
+    >>> content_keys(pd.DataFrame({"question": ["Where?"], "question_date": [pd.NaT]}))
+    ['1cf03dc0c1f05fc453084d3d']
+    """
+    return [
+        hashlib.sha256(f"{q}\x1f{d}".encode("utf-8", "surrogatepass")).hexdigest()[:24]
+        for q, d in zip(cases["question"], cases["question_date"])
+    ]
+
+
 def _source_version() -> str:
+    from memlib.datasets import source_files
+
     here = Path(__file__).resolve().parent
     h = hashlib.sha256()
-    for name in ("factors.py", "embeddings.py", "datasets.py", "metrics.py"):
-        h.update((here / name).read_bytes())
+    for name in ("factors.py", "rule_emotion.py", "embeddings.py", "datasets", "metrics.py"):
+        # the datasets package: every .py file of memlib/datasets/, sorted by name
+        for path in source_files() if name == "datasets" else [here / name]:
+            h.update(path.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -429,7 +555,8 @@ def annotate(
     embedding="reference",
     device: str | None = None,
     arousal: str = "structural",
-    self_reading: str = "earlier",
+    self_reading: str | None = None,
+    readings: dict | None = None,
     value_profile: str | None = None,
     task_utility=None,
     retrievals=None,
@@ -444,9 +571,12 @@ def annotate(
     ds : Dataset
     regime : {'blind', 'oracle'}
         Which goal anchor to use (:data:`ANCHORS`).
-    factor_set : {'paper', 'extended'}
+    factor_set : {'paper', 'extended', 'released'}
         ``paper``: Table 1 as stated (reliability is provenance only).
         ``extended``: reliability adds our question, hedge and first-person cues.
+        ``released``: the factors of the authors' released experiment (rule-based
+        emotion, a whole-history self centroid, reliability 0.7 / 0.4, the
+        histories in file order; :data:`READINGS`).
     embedding : {'reference', 'fast', 'int8'} or int
         Embedding setting (:data:`memlib.embeddings.SETTINGS`): 256 or 128 word
         pieces on the torch model, or 128 on its int8 ONNX export.
@@ -454,9 +584,14 @@ def annotate(
         Embedding device; defaults to what the machine has.
     arousal : {'structural', 'constant', 'lexical'}
         Reading of arousal in emotional intensity (:func:`emotion_and_valence`).
-    self_reading : {'earlier', 'inclusive', 'history'}
+    self_reading : {'earlier', 'inclusive', 'through_session', 'history'}, optional
         Which user turns the centroid of self relevance holds: earlier ones
-        (default), earlier ones and the turn, or all of the history's.
+        (the paper set's), earlier ones and the turn, those of the sessions up
+        to the turn's own (inclusive), or all of the history's (the released
+        set's). The same as ``readings={"self": ...}``.
+    readings : dict, optional
+        Readings that override the factor set's (:data:`READINGS`): keys
+        ``emotion``, ``self``, ``goal``, ``reliability``, ``order``.
     value_profile : str, optional
         Text of the agent's value profile; makes value alignment live.
     task_utility : callable, optional
@@ -473,9 +608,17 @@ def annotate(
     from memlib.embeddings import resolve_setting
 
     check_choice("regime", regime, REGIMES)
-    check_choice("factor_set", factor_set, FACTOR_SETS)
+    check_choice("factor_set", factor_set, ALL_FACTOR_SETS)
     check_choice("arousal", arousal, AROUSAL_READINGS)
-    check_choice("self_reading", self_reading, SELF_READINGS)
+    if self_reading is not None:
+        check_choice("self_reading", self_reading, SELF_READINGS)
+        readings = {**(readings or {}), "self": self_reading}
+    read = resolve_readings(factor_set, readings)
+    if read["order"] == "file" and "session_file_index" not in ds.cases:
+        raise ParameterError(
+            f"{ds.name}: the file order of its histories is not recorded (only LongMemEval's loader records it); "
+            "use readings={'order': 'time'}"
+        )
     if device is not None:  # before a cached table makes the device moot
         check_device(device)
     setting = max_seq_length if max_seq_length is not None else embedding
@@ -490,7 +633,7 @@ def annotate(
         "embedding_backend": backend,
         "factor_set": factor_set,
         "arousal": arousal,
-        "self_reading": self_reading,
+        "readings": read,
     }
     key = fingerprint(usable, regime, options)
     path = cache_root() / "factors" / f"{_safe_name(ds.name)}-{regime}-{key}.npz"
@@ -520,8 +663,16 @@ def annotate(
     )
     t_embedded = time.perf_counter()
     E = E_text[text_ids]
-    emotion = _text_emotion(ds.texts, used_texts, arousal)[text_ids]
-    rel = reliability(turns["role"].tolist(), turns["text"].tolist(), cues=factor_set == "extended")
+    if read["emotion"] == "rules":
+        emotion = _rule_emotion(ds.texts, used_texts)[text_ids]
+    else:
+        emotion = _text_emotion(ds.texts, used_texts, arousal)[text_ids]
+    rel = reliability(
+        turns["role"].tolist(),
+        turns["text"].tolist(),
+        cues=read["reliability"] == "extended",
+        provenance=PROVENANCE.get(read["reliability"], PROVENANCE["paper"]),
+    )
     value_col = (
         np.clip(
             (1.0 + E @ embed([value_profile], max_seq_length=setting, progress=False, use_cache=use_cache)[0]) / 2.0,
@@ -550,7 +701,7 @@ def annotate(
     else:
         usage_col = np.zeros(len(turns))
 
-    anchor = ANCHORS[regime]()
+    anchor = BLIND_ANCHORS[read["goal"]]() if regime == "blind" else ANCHORS[regime]()
     anchor.prepare(sub, E)
     qvecs = None
     if anchor.per_question:
@@ -565,30 +716,42 @@ def annotate(
     first = dict(zip(sub.sessions["session"], sub.sessions["first_turn"]))
     count = dict(zip(sub.sessions["session"], sub.sessions["n_turns"]))
     gold = []
-    for c, (hay, gold_rows) in enumerate(zip(sub.cases["haystack"], sub.cases["gold"])):
+    session_codes = pd.factorize(turns["session"])[0]
+    file_index = sub.cases["session_file_index"] if read["order"] == "file" else [None] * len(sub.cases)
+    for c, (hay, gold_rows, in_file) in enumerate(zip(sub.cases["haystack"], sub.cases["gold"], file_index)):
+        if in_file is not None:  # the history as its file lists it; its clock counts sessions
+            hay = tuple(hay[k] for k in np.argsort(in_file, kind="stable"))
         if hay not in base:
-            rows = np.concatenate([np.arange(first[s], first[s] + count[s]) for s in hay])
+            parts = [np.arange(first[s], first[s] + count[s]) for s in hay]
+            rows = np.concatenate(parts)
+            clock = np.repeat(np.arange(len(parts), dtype=np.float64), [len(p) for p in parts])
             F = np.zeros((len(rows), len(FACTORS)), np.float32)
             F[:, 0] = emotion[rows]
             F[:, 2] = value_col[rows]
-            F[:, 3] = _self_relevance(E[rows], roles[rows], speakers[rows], self_reading)
+            F[:, 3] = _self_relevance(E[rows], roles[rows], speakers[rows], read["self"], session_codes[rows])
             F[:, 4] = task_col[rows]
             F[:, 5] = rel[rows]
             F[:, 6] = usage_col[rows]
-            base[hay] = (rows, F, {r: i for i, r in enumerate(rows)})
-        rows, F0, pos = base[hay]
+            base[hay] = (rows, F, {r: i for i, r in enumerate(rows)}, clock if in_file is not None else t_days[rows])
+        rows, F0, pos, t_rows = base[hay]
         key_h = (hay, c) if anchor.per_question else hay
         if key_h not in hay_index:
             F = F0.copy()
             F[:, 1] = anchor.goal(sub, c, rows, E, None if qvecs is None else qvecs[c])
             hay_index[key_h] = len(factors)
             factors.append(F)
-            times.append(t_days[rows])
+            times.append(t_rows)
             rows_list.append(rows)
         case_h.append(hay_index[key_h])
         gold.append([pos[g] for g in gold_rows])
     cs = CaseSet.from_haystacks(
-        factors, times, case_h, gold, case_ids=usable.cases["case_id"], groups=usable.cases["group"]
+        factors,
+        times,
+        case_h,
+        gold,
+        case_ids=usable.cases["case_id"],
+        groups=usable.cases["group"],
+        keys=content_keys(usable.cases),
     )
     N = cs.factors.shape[1]
     turn_rows = np.full((len(rows_list), N), -1, dtype=np.int64)
@@ -614,31 +777,71 @@ def annotate(
     return ann
 
 
-def _self_relevance(E: np.ndarray, roles: np.ndarray, speakers: np.ndarray, reading: str = "earlier") -> np.ndarray:
+def _session_ends(sessions) -> np.ndarray:
+    """For each row of a history, the row that ends its session (a history's sessions are contiguous)."""
+    sessions = np.asarray(sessions)
+    if len(sessions) == 0:
+        return np.zeros(0, np.int64)
+    starts = np.r_[True, sessions[1:] != sessions[:-1]]
+    ends = np.r_[np.flatnonzero(starts)[1:] - 1, len(sessions) - 1]
+    return ends[np.cumsum(starts) - 1]
+
+
+def _self_relevance(
+    E: np.ndarray, roles: np.ndarray, speakers: np.ndarray, reading: str = "earlier", sessions=None
+) -> np.ndarray:
     """Self/user relevance of each turn of one history (see module docstring).
 
     ``reading`` (:data:`SELF_READINGS`): ``earlier`` compares a turn with the
     centroid of the user's strictly earlier turns; ``inclusive`` puts a user turn
-    in its own centroid; ``history`` uses all the user's turns of the history,
-    later ones included (it reads no question, but it is not causal). An
-    assistant turn is compared with the user turns (earlier ones, or all for
-    ``history``).
+    in its own centroid; ``through_session`` uses the user's turns up to the end
+    of the turn's session (``sessions``: one session code per row), what an
+    agent that consolidates at each session's end knows; ``history`` uses all the
+    user's turns of the history, later ones included (it reads no question, but
+    it is not causal). An assistant turn is compared with the user turns
+    (earlier ones, through its session, or all for ``history``).
+
+    >>> E = np.eye(3)[[0, 1, 0, 2]].astype(float)
+    >>> roles = np.array(["user", "assistant", "user", "user"])
+    >>> _self_relevance(E, roles, roles, "through_session", [0, 0, 1, 1]).round(3).tolist()
+    [1.0, 0.5, 0.947, 0.724]
     """
     user = roles == "user"
     out = np.full(len(E), 0.5)
+    ends = _session_ends(sessions) if reading == "through_session" else None
+
+    def centroids(X, cum_rows=None):
+        if reading == "history":
+            return np.broadcast_to(X.sum(axis=0, keepdims=True), X.shape)
+        cum = np.cumsum(X, axis=0)
+        if reading == "through_session":
+            return cum[cum_rows]
+        return cum - (0 if reading == "inclusive" else X)
+
     Eu = E * user[:, None]
-    before_all = Eu.sum(axis=0, keepdims=True) if reading == "history" else np.cumsum(Eu, axis=0) - Eu
     asst = ~user
     if asst.any():
-        out[asst] = _cos01(E[asst], np.broadcast_to(before_all, E.shape)[asst])
+        out[asst] = _cos01(E[asst], centroids(Eu, ends)[asst])
     for s in np.unique(speakers[user]):
         m = user & (speakers == s)
-        Em = E[m]
-        if reading == "history":
-            cent = np.broadcast_to(Em.sum(axis=0), Em.shape)
+        if reading == "through_session":  # the speaker's turns through each row's session end
+            cent = np.cumsum(E * m[:, None], axis=0)[ends][m]
         else:
-            cent = np.cumsum(Em, axis=0) - (0 if reading == "inclusive" else Em)
-        out[m] = _cos01(Em, cent)
+            cent = centroids(E[m])
+        out[m] = _cos01(E[m], cent)
+    return out
+
+
+_RULE_MEMO: list = []
+
+
+def _rule_emotion(texts: list, used: np.ndarray) -> np.ndarray:
+    """The released rule-based intensity per text id (0 where unused), remembered like :func:`_text_emotion`."""
+    if _RULE_MEMO and _RULE_MEMO[0] is texts and np.array_equal(_RULE_MEMO[1], used):
+        return _RULE_MEMO[2]
+    out = np.zeros(len(texts))
+    out[used] = rule_intensity([texts[i] for i in used])
+    _RULE_MEMO[:] = [texts, used, out]
     return out
 
 
@@ -683,6 +886,7 @@ def save_annotation(ann: Annotation, path) -> None:
         gold_pos=cs.gold_pos,
         case_ids=cs.case_ids.astype(str),
         groups=cs.groups.astype(str),
+        keys=cs.keys.astype(str),
         turn_rows=ann.turn_rows,
         meta=np.array(json.dumps({"dataset": ann.dataset, "regime": ann.regime, "inert": ann.inert, "info": ann.info})),
     )
@@ -695,7 +899,7 @@ def load_annotation(path) -> Annotation:
     holds: NaN or out-of-range factors, see :func:`_check_table`) raises a
     :class:`~memlib.datasets.DatasetError` that names it.
     """
-    names = ("factors", "time", "length", "case_haystack", "gold_case", "gold_pos", "case_ids", "groups")
+    names = ("factors", "time", "length", "case_haystack", "gold_case", "gold_pos", "case_ids", "groups", "keys")
     try:
         z = read_npz(path, (*names, "turn_rows", "meta"))
         meta = json.loads(str(z["meta"]))

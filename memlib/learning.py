@@ -113,6 +113,54 @@ def hill_climb(
     return _climb(objective, start, idx, n_iter, sigma0, gamma, restarts, rng, lower=0.0)
 
 
+#: The released experiment's learner settings (``borge/memory/value.py``, called with ``iters=120`` and
+#: ``seed=1`` for every split).
+RELEASED_LEARNER = {"n_iter": 120, "sigma0": 0.5, "gamma": 0.92, "seed": 1}
+
+
+def hill_climb_released(objective, live, n_iter: int = 120, sigma0: float = 0.5, gamma: float = 0.92, seed: int = 1):
+    """Algorithm 1 as the authors' released experiment runs it, draw for draw.
+
+    One climb from 1.0 on every live factor. Each iteration visits the live
+    factors in factor order and, with probability 1/2 (a draw of Python's
+    ``random.Random(seed)``), moves it by a Gaussian step of scale ``sigma``
+    (the same generator's ``gauss``), clipped at 0; the candidate is kept when
+    the objective strictly improves, and ``sigma`` shrinks by ``gamma``. An
+    iteration that moves no factor still evaluates the (unchanged) candidate.
+    memlib's own :func:`hill_climb` differs in its generator, its settings
+    (:data:`N_ITER`, :data:`GAMMA`) and its random restarts.
+
+    >>> r = hill_climb_released(lambda w: -abs(w[0] - 2.0), np.eye(7, dtype=bool)[0], n_iter=200)
+    >>> round(float(r.weights[0]), 2), r.n_evaluations
+    (2.0, 201)
+    """
+    import random
+
+    live = np.asarray(live, dtype=bool)
+    if live.shape != (len(FACTORS),) or not live.any():
+        raise ParameterError(f"live must be a boolean mask of length {len(FACTORS)} with a live factor")
+    n_iter = check_int("n_iter", n_iter, minimum=1)
+    sigma = check_positive("sigma0", sigma0)
+    gamma = check_positive("gamma", gamma)
+    rng = random.Random(check_int("seed", seed, minimum=0))
+    idx = np.flatnonzero(live)
+    w = np.zeros(len(FACTORS))
+    w[idx] = 1.0
+    best = float(objective(w))
+    hist = [best]
+    for _ in range(n_iter):
+        cand = w.copy()
+        for j in idx:
+            if rng.random() < 0.5:
+                cand[j] = max(0.0, cand[j] + rng.gauss(0.0, sigma))
+        r = float(objective(cand))
+        if r > best:
+            w, best = cand, r
+        hist.append(best)
+        sigma *= gamma
+    return LearnResult(w, best, [np.array(hist)], [best], n_iter + 1)
+
+
 def _climb(objective, start, idx, n_iter, sigma0, gamma, restarts, rng, lower=None) -> LearnResult:
     """Algorithm 1's loop, shared by :func:`hill_climb` and :func:`hill_climb_signed`.
 
@@ -209,6 +257,70 @@ def fit_mlp(cases, columns, hidden=(16, 16), epochs: int = 200, lr: float = 0.01
         X = torch.from_numpy(np.ascontiguousarray(np.asarray(factors)[..., columns], dtype=np.float32))
         with torch.no_grad():
             return net(X).squeeze(-1).numpy()
+
+    return score
+
+
+def fit_mlp_released(cases, columns, hidden=(16, 16), epochs: int = 200, lr: float = 1e-2, weight_decay=1e-3, seed=1):
+    """The released experiment's MLP ablation: every gold-non-gold pair of a case, weight decay, seed 1.
+
+    The loss of a case is the mean of ``softplus(-(g(f_gold) - g(f_other)))``
+    over *all* its gold and non-gold pairs; the epoch's loss is the mean over
+    cases that have both; full-batch Adam with weight decay; ``torch`` seeded
+    with ``seed`` before the network is built (``borge/memory/value_net.py``).
+    memlib's own :func:`fit_mlp` samples a few negatives per gold turn instead.
+
+    Returns
+    -------
+    callable
+        ``score(factors)`` mapping an array (..., 7) to float64 scores (...).
+    """
+    import torch
+
+    epochs = check_int("epochs", epochs, minimum=1)
+    columns = np.asarray(columns, dtype=bool)
+    torch.manual_seed(seed)
+    dims = [int(columns.sum()), *hidden, 1]
+    layers = []
+    for a, b in zip(dims[:-1], dims[1:]):
+        layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
+    net = torch.nn.Sequential(*layers[:-1])
+    opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
+
+    C, N = len(cases.case_haystack), cases.factors.shape[1]
+    is_gold = np.zeros((C, N), dtype=bool)
+    is_gold[cases.gold_case, cases.gold_pos] = True
+    real = np.arange(N)[None, :] < cases.length[cases.case_haystack][:, None]
+    neg = real & ~is_gold
+    ok = is_gold.any(axis=1) & neg.any(axis=1)
+    F = torch.from_numpy(np.ascontiguousarray(cases.factors[..., columns], dtype=np.float32))
+    used = np.flatnonzero(ok)
+    hay = torch.from_numpy(cases.case_haystack[used])
+    # each usable case's gold positions, padded to the most any case has (pad: position 0, masked out)
+    n_gold = is_gold[used].sum(axis=1)
+    P = int(n_gold.max()) if len(used) else 0
+    gold_pos = np.zeros((len(used), P), dtype=np.int64)
+    gold_ok = np.arange(P)[None, :] < n_gold[:, None]
+    for i, c in enumerate(used):
+        gold_pos[i, : n_gold[i]] = np.flatnonzero(is_gold[c])
+    gold_pos, gold_ok = torch.from_numpy(gold_pos), torch.from_numpy(gold_ok)
+    neg_mask = torch.from_numpy(neg[used])
+    pair_mask = gold_ok[:, :, None] & neg_mask[:, None, :]
+    n_pairs = pair_mask.sum(dim=(1, 2)).to(torch.float32)
+    for _ in range(epochs if len(used) else 0):
+        s = net(F).squeeze(-1)[hay]  # (cases, N): every turn of each case's history
+        s_gold = torch.gather(s, 1, gold_pos)  # (cases, P)
+        diff = s_gold[:, :, None] - s[:, None, :]  # each gold turn minus each turn of its history
+        loss = torch.where(pair_mask, torch.nn.functional.softplus(-diff), 0.0).sum(dim=(1, 2)) / n_pairs
+        opt.zero_grad()
+        loss.mean().backward()
+        opt.step()
+    net.eval()
+
+    def score(factors) -> np.ndarray:
+        X = torch.from_numpy(np.ascontiguousarray(np.asarray(factors)[..., columns], dtype=np.float32))
+        with torch.no_grad():
+            return net(X).squeeze(-1).numpy().astype(np.float64)
 
     return score
 

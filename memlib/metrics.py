@@ -35,21 +35,48 @@ Rules, fixed here and used everywhere:
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from memlib._checks import ParameterError, check_choice, check_fraction, check_int
 from memlib.cases import CaseSet
 
+#: Ways to round ``keep_fraction * n`` to a keep count: memlib's ``ceil`` or the released experiment's ``floor``.
+CUTS = ("ceil", "floor")
 
-def keep_count(n, keep_fraction: float) -> np.ndarray:
-    """Number of turns kept out of ``n`` at ``keep_fraction`` (ceil, at least 1).
 
-    >>> keep_count([10, 7, 1], 0.3).tolist()
-    [3, 3, 1]
+def keep_count(n, keep_fraction: float, cut: str = "ceil") -> np.ndarray:
+    """Number of turns kept out of ``n`` at ``keep_fraction`` (at least 1).
+
+    ``cut="ceil"`` (memlib's rule) rounds up, after rounding the product down by
+    ``1e-9``; ``cut="floor"`` rounds down, as the released experiment's
+    ``max(1, int(n * keep_fraction))`` does.
+
+    >>> keep_count([10, 7, 1], 0.3).tolist(), keep_count([10, 7, 1], 0.3, cut="floor").tolist()
+    ([3, 3, 1], [3, 2, 1])
     """
     keep_fraction = check_fraction("keep_fraction", keep_fraction)
+    check_choice("cut", cut, CUTS)
     n = np.asarray(n, dtype=np.int64)
-    k = np.ceil(n * keep_fraction - 1e-9).astype(np.int64)
+    if cut == "floor":
+        k = np.floor(n * keep_fraction).astype(np.int64)
+    else:
+        k = np.ceil(n * keep_fraction - 1e-9).astype(np.int64)
     return np.clip(k, 1, np.maximum(n, 1))
+
+
+def order_free_mean(values) -> float:
+    """The mean, summed exactly (``math.fsum``), so it does not depend on the order of the values (NaN if none).
+
+    A learner that keeps a step only when the mean strictly improves must not
+    see a change in the last bit because the cases came in another order.
+
+    >>> order_free_mean([0.1, 0.2, 0.3]) == order_free_mean([0.3, 0.1, 0.2])
+    True
+    """
+    import math
+
+    values = np.asarray(values, dtype=np.float64)
+    return math.fsum(values.tolist()) / len(values) if len(values) else float("nan")
 
 
 class RetentionEvaluator:
@@ -102,7 +129,8 @@ class RetentionEvaluator:
         self.columns = cases.live_factors if columns is None else np.asarray(columns, dtype=bool)
         F = np.zeros((G, width, int(self.columns.sum())), np.float32)
         F[:, :N] = cases.factors[..., self.columns]
-        self._F = F.reshape(G * width, -1)
+        # one contiguous row per factor column: scores are summed column by column (see _padded_scores)
+        self._F = np.ascontiguousarray(F.reshape(G * width, -1).T)
         self._gold_h = cases.case_haystack[cases.gold_case]
         self._has_gold = cases.n_gold > 0
 
@@ -112,7 +140,13 @@ class RetentionEvaluator:
 
     def _padded_scores(self, w) -> np.ndarray:
         w = np.asarray(w, dtype=np.float32)[self.columns]
-        s = (self._F @ w).reshape(self._pad.shape)
+        # summed factor by factor, not by a matrix product: each turn's score is then the same float whatever
+        # row it sits in (a BLAS product may round a row differently by its place), so no result depends on
+        # the order of the cases
+        s = np.zeros(self._F.shape[1], np.float32)
+        for j in range(len(w)):
+            s += self._F[j] * w[j]
+        s = s.reshape(self._pad.shape)
         s += self._pad
         return s
 
@@ -175,11 +209,99 @@ class RetentionEvaluator:
         return self._mean(self.per_case(scores, ties))
 
     def _mean(self, r) -> float:
-        return float(np.mean(r[self._has_gold])) if self._has_gold.any() else float("nan")
+        return order_free_mean(r[self._has_gold])
 
     def objective(self, w) -> float:
         """Mean retention of the linear value with weights ``w``."""
         return self._mean(self._retention(self._padded_scores(w)))
+
+
+class StableOrderEvaluator:
+    """Gold retention when ties at the cut go to the turn that comes first: the released experiment's rule.
+
+    Each haystack keeps its ``k`` best turns in the order of a stable sort on
+    the score, descending: among equal scores the turn earlier in the haystack
+    (as the case set lists it) is kept first, whether it is gold or not. The
+    linear value is summed factor by factor in float64, in factor order, as a
+    plain Python sum would. Same interface as :class:`RetentionEvaluator`
+    (``objective``, ``per_case``, ``mean``), for the learner and the studies.
+
+    Parameters
+    ----------
+    cases : CaseSet
+    keep_fraction : float
+    cut : {'ceil', 'floor'}
+        How the keep count rounds (:func:`keep_count`).
+
+    >>> cs = CaseSet.from_cases([np.eye(7)[[0, 0, 0, 1]]], [np.arange(4.0)], gold=[[2]])
+    >>> StableOrderEvaluator(cs, 0.5).per_case(cs.factors[..., 0]).tolist()   # turns 0 and 1 come first
+    [0.0]
+    >>> StableOrderEvaluator(cs, 0.75).per_case(cs.factors[..., 0]).tolist()
+    [1.0]
+    """
+
+    def __init__(self, cases: CaseSet, keep_fraction: float, cut: str = "ceil"):
+        self.cases = cases
+        self.keep_fraction = check_fraction("keep_fraction", keep_fraction)
+        self.k = keep_count(cases.length, keep_fraction, cut)
+        G, N, _ = cases.factors.shape
+        self._N = N
+        self._real = np.arange(N)[None, :] < cases.length[:, None]
+        self._F = cases.factors.astype(np.float64)
+        self._gold_h = cases.case_haystack[cases.gold_case]
+        self._has_gold = cases.n_gold > 0
+
+    def per_case(self, scores) -> np.ndarray:
+        """Retention of every case (NaN for a case without gold) for (G, N) scores."""
+        s = np.asarray(scores, dtype=np.float64)
+        if s.shape != (self.cases.n_haystacks, self._N):
+            raise ParameterError(f"scores must have shape {(self.cases.n_haystacks, self._N)}, got {s.shape}")
+        return self._retention(s)
+
+    def _retention(self, s: np.ndarray) -> np.ndarray:
+        cs = self.cases
+        if s.shape[1] == 0:
+            return np.full(cs.n_cases, np.nan)
+        order = np.argsort(np.where(self._real, -s, np.inf), axis=1, kind="stable")
+        rank = np.empty_like(order)
+        np.put_along_axis(rank, order, np.arange(s.shape[1])[None, :].repeat(len(s), axis=0), axis=1)
+        kept = rank[self._gold_h, cs.gold_pos] < self.k[self._gold_h]
+        n_kept = np.bincount(cs.gold_case, weights=kept, minlength=cs.n_cases)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self._has_gold, n_kept / cs.n_gold, np.nan)
+
+    def mean(self, scores) -> float:
+        """Mean retention over cases that have gold."""
+        return self._mean(self.per_case(scores))
+
+    def _mean(self, r) -> float:
+        return order_free_mean(r[self._has_gold])
+
+    def scores(self, w) -> np.ndarray:
+        """The linear value ``sum_i w_i f_i``, summed in factor order in float64, shape (G, N)."""
+        w = np.asarray(w, dtype=np.float64)
+        s = np.zeros(self._F.shape[:2])
+        for j in range(self._F.shape[2]):
+            s = s + self._F[..., j] * w[j]
+        return s
+
+    def objective(self, w) -> float:
+        """Mean retention of the linear value with weights ``w``."""
+        return self._mean(self._retention(self.scores(w)))
+
+
+#: Tie rules at the cut: memlib's (a tie never favours gold) or the released experiment's (first come).
+TIE_RULES = ("pessimistic", "stable")
+
+
+def evaluator(cases: CaseSet, keep_fraction: float, ties: str = "pessimistic", cut: str = "ceil"):
+    """The retention evaluator of a tie rule (:data:`TIE_RULES`) and cut (:data:`CUTS`)."""
+    check_choice("ties", ties, TIE_RULES)
+    if ties == "stable":
+        return StableOrderEvaluator(cases, keep_fraction, cut)
+    if cut != "ceil":
+        raise ParameterError("memlib's pessimistic tie rule is defined with its ceil cut only")
+    return RetentionEvaluator(cases, keep_fraction)
 
 
 def retention(cases: CaseSet, scores, keep_fraction: float) -> np.ndarray:
@@ -192,7 +314,7 @@ def mean_retention(cases: CaseSet, scores, keep_fraction: float) -> float:
     return RetentionEvaluator(cases, keep_fraction).mean(scores)
 
 
-def expected_random_retention(cases: CaseSet, keep_fraction: float) -> float:
+def expected_random_retention(cases: CaseSet, keep_fraction: float, cut: str = "ceil") -> float:
     """Expected retention of a uniformly random keep set: mean of ``k / n`` over cases with gold.
 
     >>> import numpy as np
@@ -200,7 +322,7 @@ def expected_random_retention(cases: CaseSet, keep_fraction: float) -> float:
     >>> expected_random_retention(cs, 0.3)
     0.3
     """
-    k = keep_count(cases.length, keep_fraction)
+    k = keep_count(cases.length, keep_fraction, cut)
     h = cases.case_haystack[cases.n_gold > 0]
     return float(np.mean(k[h] / cases.length[h]))
 
@@ -217,7 +339,9 @@ def paired_bootstrap(gaps, n_boot: int = 1000, seed: int = 0, groups=None) -> tu
     seed : int
     groups : array_like, shape (C,), optional
         Resample whole groups instead of cases (a cluster bootstrap), for
-        cases that share a history and so are not independent.
+        cases that share a history and so are not independent. Groups are
+        numbered in the order the gaps list them, so the interval depends on
+        that order (and a seed), never on how the groups are named.
 
     Returns
     -------
@@ -236,7 +360,7 @@ def paired_bootstrap(gaps, n_boot: int = 1000, seed: int = 0, groups=None) -> tu
         idx = rng.integers(0, len(g), size=(n_boot, len(g)))
         means = g[idx].mean(axis=1)
     else:
-        codes, inv = np.unique(np.asarray(groups), return_inverse=True)
+        inv, codes = pd.factorize(np.asarray(groups))  # groups in the order the gaps list them
         sums = np.bincount(inv, weights=g, minlength=len(codes))
         counts = np.bincount(inv, minlength=len(codes))
         pick = rng.integers(0, len(codes), size=(n_boot, len(codes)))
@@ -292,6 +416,8 @@ def retrieval_metrics(ranking, gold, n_corpus_gold: int | None = None, k: int = 
 __all__ = [
     "CaseSet",
     "RetentionEvaluator",
+    "StableOrderEvaluator",
+    "evaluator",
     "keep_count",
     "retention",
     "mean_retention",

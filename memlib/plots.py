@@ -208,3 +208,35 @@ def transfer_heatmap(summary: pd.DataFrame, model: str, title: str | None = None
         text="label:N", color=alt.condition("datum.mean > 0.6", alt.value("white"), alt.value("black"))
     )
     return (cells + text).properties(width=420, height=36 * len(order), title=title or f"{model}: blind gold held")
+
+
+def ladder_waterfall(
+    ladder: pd.DataFrame, title: str = "From the released experiment to memlib's Table 1"
+) -> alt.Chart:
+    """A waterfall of :func:`memlib.studies.released.ladder`: the first bar is its ``learned_V``, each
+    later bar floats from the rung above to its own value (green up, red down), with the change printed.
+
+    >>> t = pd.DataFrame({"step": [0, 1], "rung": ["a", "b"], "learned_V": [0.7, 0.65], "delta": [np.nan, -0.05]})
+    >>> [layer["mark"]["type"] for layer in ladder_waterfall(t).to_dict()["layer"]]
+    ['bar', 'text']
+    """
+    t = ladder.copy()
+    lo = max(0.0, float(t["learned_V"].min()) - 0.05)
+    hi = min(1.0, float(t["learned_V"].max()) + 0.05)
+    t["start"] = t["learned_V"].shift(1).fillna(lo)
+    t["end"] = t["learned_V"]
+    t["change"] = np.where(t["delta"].isna(), "start", np.where(t["delta"] >= 0, "up", "down"))
+    t["label"] = [f"{v:.3f}" if np.isnan(d) else f"{d:+.3f}" for v, d in zip(t["learned_V"], t["delta"])]
+    order = list(t["rung"])
+    base = alt.Chart(t).encode(y=alt.Y("rung:N", sort=order, title=None))
+    bars = base.mark_bar().encode(
+        x=alt.X("start:Q", title="blind learned_V (gold retention)", scale=alt.Scale(domain=[lo, hi], clamp=True)),
+        x2="end:Q",
+        color=alt.Color(
+            "change:N",
+            scale=alt.Scale(domain=["start", "up", "down"], range=["#4c78a8", "#54a24b", "#e45756"]),
+            legend=None,
+        ),
+    )
+    labels = base.mark_text(align="left", dx=4).encode(x=alt.X("end:Q"), text="label:N")
+    return (bars + labels).properties(title=title, width=420, height=24 * len(order))

@@ -29,7 +29,7 @@ import numpy as np
 from memlib import FACTORS
 from memlib._checks import ParameterError, check_choice
 from memlib.cases import CaseSet
-from memlib.value import check_weights
+from memlib.value import check_weights, value
 
 #: Short policy name of each factor's single-factor policy, in factor order.
 SINGLE_FACTOR = {
@@ -72,9 +72,38 @@ def policy_scores(name: str, cases: CaseSet, weights=None, seed: int = 0) -> np.
         w = np.ones(len(FACTORS))
     elif name in SINGLE_FACTOR:
         f = cases.factors[..., FACTORS.index(SINGLE_FACTOR[name])].astype(np.float64)
-        return f + TIE_JITTER * np.random.default_rng(seed).random(f.shape)
+        return f + TIE_JITTER * haystack_draws(cases, seed)
     elif name == "recency_only":
         return cases.time.astype(np.float64, copy=True)
     else:  # random
-        return np.random.default_rng(seed).random(cases.time.shape)
-    return cases.factors @ w.astype(np.float32)
+        return haystack_draws(cases, seed)
+    return value(cases.factors, w.astype(np.float32))
+
+
+def haystack_draws(cases: CaseSet, seed: int = 0) -> np.ndarray:
+    """Uniform draws in [0, 1), shape (G, N), each haystack's from a generator seeded by ``seed`` and its
+    content key (the smallest :attr:`~memlib.cases.CaseSet.keys` of its cases).
+
+    So a haystack's draws do not depend on where it sits in the case set, nor on any id: the random
+    policy and the tie-breaking of single factors stay the same when the file is reordered.
+
+    >>> cs = CaseSet.from_cases([np.zeros((2, 7)), np.zeros((3, 7))], [np.arange(2.0), np.arange(3.0)],
+    ...                         gold=[[0], [0]], keys=["a", "b"])
+    >>> swapped = CaseSet.from_cases([np.zeros((3, 7)), np.zeros((2, 7))], [np.arange(3.0), np.arange(2.0)],
+    ...                              gold=[[0], [0]], keys=["b", "a"])
+    >>> bool(np.array_equal(haystack_draws(cs)[0, :2], haystack_draws(swapped)[1, :2]))
+    True
+    """
+    import hashlib
+
+    G, N = cases.time.shape
+    first_key = {}
+    for c, h in enumerate(cases.case_haystack):
+        k = str(cases.keys[c])
+        if h not in first_key or k < first_key[h]:
+            first_key[h] = k
+    out = np.zeros((G, N))
+    for h in range(G):
+        digest = hashlib.sha256(first_key.get(h, str(h)).encode("utf-8", "surrogatepass")).digest()
+        out[h] = np.random.default_rng([int(seed), int.from_bytes(digest[:8], "little")]).random(N)
+    return out

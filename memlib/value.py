@@ -70,7 +70,13 @@ def value(F, w) -> np.ndarray:
     F = np.asarray(F)
     if F.shape[-1] != len(FACTORS):
         raise ParameterError(f"factor array must have {len(FACTORS)} columns, got {F.shape[-1]}")
-    return F @ check_weights(w).astype(F.dtype if F.dtype.kind == "f" else float)
+    w = check_weights(w).astype(F.dtype if F.dtype.kind == "f" else float)
+    # summed factor by factor (not a matrix product, which may round a row by where it sits), so each
+    # memory's value is the same float in any batch, at any position
+    out = np.zeros(F.shape[:-1], dtype=w.dtype)
+    for j in np.flatnonzero(w):
+        out += F[..., j] * w[j]
+    return out
 
 
 def normalised_value(F, w) -> np.ndarray:

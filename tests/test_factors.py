@@ -18,6 +18,7 @@ def replace_questions(ds):
     return ds.with_cases(cases)
 
 
+@pytest.mark.slow
 def test_blind_factors_do_not_change_when_questions_change(lme):
     a = Fm.annotate(lme, "blind", use_cache=False, progress=False)
     b = Fm.annotate(replace_questions(lme), "blind", use_cache=False, progress=False)
@@ -126,7 +127,8 @@ def test_emotion_and_reliability_heuristics():
     assert all(0 <= x <= 1 for x in r)
 
 
-@pytest.mark.parametrize("factor_set", Fm.FACTOR_SETS)
+@pytest.mark.slow
+@pytest.mark.parametrize("factor_set", Fm.ALL_FACTOR_SETS)
 def test_blind_factors_ignore_questions_in_every_factor_set_and_reading(lme, factor_set):
     for arousal, self_reading in (("structural", "earlier"), ("lexical", "inclusive"), ("constant", "history")):
         kw = dict(factor_set=factor_set, arousal=arousal, self_reading=self_reading, use_cache=False, progress=False)
@@ -177,6 +179,7 @@ def test_arousal_readings():
         Fm.emotional_intensity(texts, "loud")
 
 
+@pytest.mark.slow
 def test_vader_is_exact_on_short_texts_and_bounded_on_long_ones():
     from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
@@ -224,6 +227,7 @@ def test_annotation_reports_options_and_peak_memory(lme):
         Fm.annotate(lme, "blind", factor_set="fancy", use_cache=False, progress=False)
 
 
+@pytest.mark.slow
 def test_a_sample_annotates_like_its_part_of_the_whole(tmp_path):
     # annotate works on the turns the usable cases' haystacks hold (Dataset.used_turns) and maps
     # them back: a one-question dataset gives that question's rows of the whole annotation. Here q2's
@@ -271,6 +275,7 @@ def test_used_turns_keeps_empty_sessions_and_refuses_gold_outside_the_haystack()
         D.Dataset("d", turns, sessions, bad, list("uvwxyz")).used_turns()
 
 
+@pytest.mark.slow
 def test_a_history_ending_in_an_empty_session_annotates(tmp_path):
     # the empty session is the last one the loader registers: it starts one past the last turn row
     recs = longmemeval_records()

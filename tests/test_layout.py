@@ -9,7 +9,15 @@ MEMLIB = Path(__file__).resolve().parent.parent / "memlib"
 
 #: Each module's layer: a module may import its own layer and the layers below, never one above.
 LAYERS = [
-    {"memlib", "memlib._checks", "memlib._text", "memlib._cachefiles", "memlib.cases", "memlib.paper"},
+    {
+        "memlib",
+        "memlib._checks",
+        "memlib._text",
+        "memlib._cachefiles",
+        "memlib.cases",
+        "memlib.paper",
+        "memlib.rule_emotion",
+    },
     {"memlib.datasets"},
     {"memlib.embeddings"},
     {"memlib.factors"},

@@ -87,6 +87,8 @@ def test_renaming_ids_and_shuffling_questions_changes_no_factor_or_cue(tmp_path,
     assert check_unchanged(tmp_path, monkeypatch, longmemeval_records()) > 0
 
 
+@pytest.mark.slow
+@pytest.mark.integration
 @pytest.mark.skipif(not (SHARED / "longmemeval").is_dir(), reason="the shared LongMemEval-S copy is not here")
 def test_on_longmemeval_s_the_answer_ids_reach_no_factor(tmp_path, monkeypatch):
     """Six real questions, whose gold sessions are named ``answer_...``."""
@@ -96,3 +98,41 @@ def test_on_longmemeval_s_the_answer_ids_reach_no_factor(tmp_path, monkeypatch):
         records = json.load(f)[:6]
     assert any(s.startswith("answer_") for r in records for s in r["haystack_session_ids"])
     assert check_unchanged(tmp_path, monkeypatch, records, factor_sets=("extended",)) > 0
+
+
+def more_questions(records, n=6):
+    """The fixture's records plus copies of its usable questions asked in other words, for real splits."""
+    out = list(records)
+    for i in range(n):
+        rec = json.loads(json.dumps(records[i % 2]))
+        rec["question_id"] = f"{rec['question_id']}_again{i}"
+        rec["question"] = f"{rec['question']} (asked again, {i})"
+        out.append(rec)
+    return out
+
+
+@pytest.mark.parametrize("factor_set", ["paper", "released"])
+def test_renaming_ids_and_shuffling_questions_changes_no_split_or_study_result(tmp_path, monkeypatch, factor_set):
+    """Splits follow the questions' content, so every Table 3 figure, per-question retention and
+    bootstrap interval is the same after the ids are renamed and the file is reordered."""
+    from memlib.studies.oracle_blind import oracle_vs_blind
+
+    monkeypatch.setenv("MEMLIB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("MEMLIB_RESULT_CACHE", "0")
+    monkeypatch.setattr(Emb, "load_model", lambda *a, **k: HashModel())
+    records = more_questions(longmemeval_records())
+    other, qids = renamed(records, seed=5)
+    (tmp_path / "a.json").write_text(json.dumps(records))
+    (tmp_path / "b.json").write_text(json.dumps(other))
+    a, b = (
+        oracle_vs_blind(str(tmp_path / f"{x}.json"), n_splits=4, factor_set=factor_set, n_boot=200)
+        for x in "ab"
+    )
+    cols = ["policy", "regime", "mean", "std"]
+    assert a.summary[cols].equals(b.summary[cols])
+    assert a.bootstrap.drop(columns=[]).equals(b.bootstrap)
+    pa = a.per_case.assign(case_id=a.per_case["case_id"].map(qids)).drop(columns=["group"])
+    pb = b.per_case.drop(columns=["group"])
+    keys = ["policy", "regime", "split", "case_id"]
+    pa, pb = (p.sort_values(keys).reset_index(drop=True) for p in (pa, pb))
+    assert pa.equals(pb)

@@ -9,6 +9,7 @@
 * :mod:`~.defaults`, ``defaults``: the store's defaults, chosen on held-out histories (06);
 * :mod:`~.optimisers`, ``optimisers``: hill-climb against CMA-ES (07);
 * :mod:`~.reproduction`, ``paper``: the paper's benchmark, LongMemEval-S, beside the paper (08);
+* :mod:`~.released`, ``released``: the authors' released experiment, rebuilt and taken apart (08);
 * :mod:`~.cues`, ``cues``: what to remember, learned from many cheap cues (09);
 * :mod:`~.transfer`, ``transfer``: learn on some corpora, test on one never seen (10).
 
@@ -23,7 +24,7 @@ the Makefile (``python -m memlib study --list``) and ``python -m memlib sweep`` 
 >>> list(STUDIES)[:6]
 ['synthetic', 'factors', 'oracle-blind', 'mlp', 'sweep', 'stream']
 >>> list(STUDIES)[6:]
-['defaults', 'optimisers', 'paper', 'cues', 'transfer']
+['defaults', 'optimisers', 'paper', 'released', 'cues', 'transfer']
 >>> STUDIES["synthetic"].notebook
 '01_synthetic_confounds.md'
 >>> STUDIES["stream"].parameters[:3]
@@ -46,6 +47,7 @@ from memlib.studies import (
     mlp,
     optimisers,
     oracle_blind,
+    released,
     reproduction,
     stream,
     sweep,
@@ -113,6 +115,7 @@ STUDIES: dict[str, Study] = {
         Study("defaults", defaults.defaults_study, "table", "06_memory_store.md"),
         Study("optimisers", optimisers.optimiser_comparison, "summary", "07_optimisers.md"),
         Study("paper", reproduction.reproduce, "table", "08_longmemeval.md"),
+        Study("released", released.released_study, "table", "08_longmemeval.md"),
         Study("cues", cues.cue_study, "summary", "09_cues.md"),
         Study("transfer", transfer.transfer_study, "summary", "10_transfer.md"),
     )
@@ -149,6 +152,7 @@ def main_job(paper: bool = False) -> list[list[tuple[str, str, list[str]]]]:
     sample = [] if paper else ["--sample", str(MAIN_SAMPLE)]
     special = {
         "paper": sample,
+        "released": sample,
         "defaults": sample,
         "transfer": sample,
         "cues": ["--transfer-from", COMPARE_DATASET, *([] if paper else ["--transfer-sample", str(MAIN_SAMPLE)])],

@@ -17,9 +17,9 @@ import pandas as pd
 
 from memlib import FACTORS
 from memlib._checks import ParameterError, check_choice, check_fraction, check_int
-from memlib.learning import N_ITER, RESTARTS, hill_climb
-from memlib.metrics import RetentionEvaluator
-from memlib.scoring import POLICIES, REGIME_FREE, policy_scores
+from memlib.learning import N_ITER, RELEASED_LEARNER, RESTARTS, hill_climb, hill_climb_released
+from memlib.metrics import CUTS, TIE_RULES, evaluator
+from memlib.scoring import POLICIES, REGIME_FREE, SINGLE_FACTOR, policy_scores
 
 #: Conversations (or questions) used in quick mode, shared by every real-data notebook so
 #: the embedding cache built by one serves the others.
@@ -41,6 +41,87 @@ REGIMES = ("blind", "oracle")
 MAX_SPLITS = 10_000
 
 
+@dataclass(frozen=True)
+class Protocol:
+    """How a study splits, learns and counts retention (:data:`PROTOCOLS`).
+
+    Attributes
+    ----------
+    splits : {'groups', 'shuffle'}
+        ``groups``: :func:`group_splits` (numpy, seeded by the study's seed).
+        ``shuffle``: the released experiment's, :func:`shuffle_splits`.
+    learner : {'memlib', 'released'}
+        :func:`memlib.learning.hill_climb` with :func:`learner_settings` and one
+        seed per split, or :func:`memlib.learning.hill_climb_released` (seed 1 on
+        every split).
+    ties, cut
+        The tie rule and keep-count rounding of the retention metric
+        (:data:`memlib.metrics.TIE_RULES`, :data:`memlib.metrics.CUTS`).
+    ddof : int
+        Degrees of freedom of the standard deviation over splits (the released
+        experiment reports the population's, 0).
+    """
+
+    splits: str = "groups"
+    learner: str = "memlib"
+    ties: str = "pessimistic"
+    cut: str = "ceil"
+    ddof: int = 1
+
+    def __post_init__(self):
+        check_choice("splits", self.splits, ("groups", "shuffle"))
+        check_choice("learner", self.learner, ("memlib", "released"))
+        check_choice("ties", self.ties, TIE_RULES)
+        check_choice("cut", self.cut, CUTS)
+        if self.ties == "pessimistic" and self.cut != "ceil":
+            raise ParameterError("memlib's pessimistic tie rule is defined with its ceil cut only")
+
+
+#: memlib's protocol and the authors' released experiment's (``experiments/lme_blind_forgetting.py``).
+PROTOCOLS = {
+    "memlib": Protocol(),
+    "released": Protocol(splits="shuffle", learner="released", ties="stable", cut="floor", ddof=0),
+}
+
+
+def get_protocol(protocol) -> Protocol:
+    """A :class:`Protocol` from itself or its name in :data:`PROTOCOLS`."""
+    if isinstance(protocol, Protocol):
+        return protocol
+    return PROTOCOLS[check_choice("protocol", protocol, tuple(PROTOCOLS))]
+
+
+def shuffle_splits(groups, n_splits: int = 20, first_seed: int = 100, keys=None):
+    """The released experiment's splits: split ``r`` shuffles the groups with ``random.Random(first_seed + r)``.
+
+    The groups are taken in the order they first appear among the cases (or
+    by ``keys``, :func:`ordered_groups`); the first half (rounded down) of each
+    shuffle trains. With one case per group (LongMemEval) this is the released
+    ``shuffled = list(cases); Random(100 + rep).shuffle(shuffled); split =
+    len(shuffled) // 2`` over the cases in that order.
+
+    >>> [len(tr) for tr, te in shuffle_splits(["q1", "q2", "q3", "q4", "q5"], n_splits=2)]
+    [2, 2]
+    """
+    import random
+
+    n_splits = check_n_splits(n_splits)
+    groups = np.asarray(groups)
+    uniq = list(pd.unique(groups)) if keys is None else list(ordered_groups(groups, keys))
+    if len(uniq) < 2:
+        raise ParameterError(
+            f"too few usable cases to split: {len(groups)} cases in {len(uniq)} group(s); "
+            "a train/test split needs at least 2 groups (conversations or questions)"
+        )
+    out = []
+    for r in range(n_splits):
+        order = list(uniq)
+        random.Random(first_seed + r).shuffle(order)
+        train = np.isin(groups, order[: len(order) // 2])
+        out.append((np.flatnonzero(train), np.flatnonzero(~train)))
+    return out
+
+
 def learner_settings(quick: bool) -> dict:
     """Hill-climb settings: the defaults, or a cheaper search in quick mode."""
     return dict(n_iter=100, restarts=1) if quick else dict(n_iter=N_ITER, restarts=RESTARTS)
@@ -55,6 +136,7 @@ def load_regimes(
     sample: int | None = None,
     factor_set: str = "paper",
     embedding: str = "fast",
+    readings: dict | None = None,
 ):
     """Load a dataset and its cached blind and oracle factor tables.
 
@@ -67,10 +149,12 @@ def load_regimes(
         The first ``limit`` groups (conversations or questions).
     sample : int, optional
         A seeded random sample of ``sample`` groups (:meth:`memlib.datasets.Dataset.sample`).
-    factor_set : {'paper', 'extended'}
-        :data:`memlib.factors.FACTOR_SETS`.
+    factor_set : {'paper', 'extended', 'released'}
+        :data:`memlib.factors.ALL_FACTOR_SETS`.
     embedding : {'fast', 'reference', 'int8'}
         :data:`memlib.embeddings.SETTINGS`; the studies run ``fast`` (128 word pieces) unless told.
+    readings : dict, optional
+        Readings that override the factor set's (:data:`memlib.factors.READINGS`).
 
     Returns ``(ds, {"blind": Annotation, "oracle": Annotation})``.
     """
@@ -83,7 +167,10 @@ def load_regimes(
         ds = ds.limit(check_int("limit", limit, minimum=1))
     if sample is not None:
         ds = ds.sample(check_int("sample", sample, minimum=1))
-    anns = {r: factors.annotate(ds, r, factor_set=factor_set, embedding=embedding, progress=progress) for r in REGIMES}
+    anns = {
+        r: factors.annotate(ds, r, factor_set=factor_set, embedding=embedding, readings=readings, progress=progress)
+        for r in REGIMES
+    }
     require_cases(ds.name, anns["blind"].cases)
     if not np.array_equal(anns["blind"].cases.case_ids, anns["oracle"].cases.case_ids):
         raise RuntimeError("blind and oracle annotations disagree on the cases")
@@ -129,18 +216,36 @@ def on_regime(
     return result
 
 
-def group_splits(groups, n_splits: int, seed: int = 0, train_share: float = 0.5):
+def ordered_groups(groups, keys=None) -> np.ndarray:
+    """The distinct groups, in the order of their smallest case key (:attr:`~memlib.cases.CaseSet.keys`).
+
+    Without keys, sorted by name. Keys that describe content and name no
+    identifier make every split independent of how the ids are spelled and of
+    the order of the file.
+
+    >>> ordered_groups(["b", "a", "b"], keys=["k1", "k9", "k0"]).tolist()
+    ['b', 'a']
+    """
+    groups = np.asarray(groups)
+    if keys is None:
+        return np.unique(groups)
+    first = pd.Series(np.asarray(keys, dtype=str)).groupby(groups).min()
+    return first.sort_values(kind="stable").index.to_numpy()
+
+
+def group_splits(groups, n_splits: int, seed: int = 0, train_share: float = 0.5, keys=None):
     """Resampled train/test splits that keep each group on one side.
 
     Returns a list of ``(train_idx, test_idx)`` arrays of case indices. With ``G``
     groups, ``round(train_share * G)`` (at least 1, at most ``G - 1``) go to training.
-    ``n_splits`` is at most :data:`MAX_SPLITS`.
+    ``n_splits`` is at most :data:`MAX_SPLITS`. ``keys`` (one per case) order the
+    groups before they are permuted (:func:`ordered_groups`).
     """
     n_splits = check_n_splits(n_splits)
     seed = check_int("seed", seed, minimum=0)
     train_share = check_fraction("train_share", train_share)
     groups = np.asarray(groups)
-    uniq = np.unique(groups)
+    uniq = ordered_groups(groups, keys)
     if len(uniq) == 0:
         raise ParameterError("no usable cases to split: no question has a gold turn")
     if len(uniq) < 2:
@@ -169,9 +274,9 @@ def check_n_splits(n_splits) -> int:
     return check_int("n_splits", n_splits, minimum=2, maximum=MAX_SPLITS)
 
 
-def split_plan(groups, n_splits: int, seed: int):
+def split_plan(groups, n_splits: int, seed: int, keys=None):
     """The group-aware splits of :func:`group_splits` and one learner seed per split."""
-    return group_splits(groups, n_splits, seed), np.random.SeedSequence(seed).generate_state(n_splits)
+    return group_splits(groups, n_splits, seed, keys=keys), np.random.SeedSequence(seed).generate_state(n_splits)
 
 
 @dataclass
@@ -202,11 +307,24 @@ class RealDataResult:
     info: dict = field(default_factory=dict)
 
 
-def summarise(per_split: pd.DataFrame, keys) -> pd.DataFrame:
-    """Mean, std (ddof 1; 0 for one split) and count of ``retention`` per group of ``keys``."""
+def summarise(per_split: pd.DataFrame, keys, ddof: int = 1) -> pd.DataFrame:
+    """Mean, std (``ddof`` 1 by default; 0 for one split) and count of ``retention`` per group of ``keys``."""
     g = per_split.groupby(list(keys), sort=False)["retention"]
-    out = g.agg(mean="mean", std=lambda x: float(np.std(x, ddof=1)) if len(x) > 1 else 0.0, n_splits="count")
+    out = g.agg(mean="mean", std=lambda x: float(np.std(x, ddof=ddof)) if len(x) > 1 else 0.0, n_splits="count")
     return out.reset_index()
+
+
+def _stable_scores(name: str, ev, cases, weights) -> np.ndarray:
+    """Scores of a Table 3 policy under the stable tie rule: raw values, no tie jitter, float64 sums."""
+    if name == "learned_V":
+        return ev.scores(weights)
+    if name == "uniform_V":
+        return ev.scores(cases.live_factors.astype(np.float64))
+    if name in SINGLE_FACTOR:
+        return cases.factors[..., FACTORS.index(SINGLE_FACTOR[name])].astype(np.float64)
+    if name == "recency_only":
+        return cases.time.astype(np.float64)
+    raise ParameterError(f"policy {name} has no score under the stable tie rule")
 
 
 def evaluate_splits(
@@ -217,6 +335,7 @@ def evaluate_splits(
     quick: bool = False,
     policies=REAL_POLICIES,
     progress: bool = False,
+    protocol="memlib",
 ):
     """Learn on each split's training cases and score every policy on its test cases.
 
@@ -224,6 +343,10 @@ def evaluate_splits(
     ----------
     regimes : dict of str to CaseSet
         The same cases (same order) annotated in each regime.
+    protocol : str or Protocol
+        How to split, learn and count (:data:`PROTOCOLS`). Under the stable tie
+        rule the ``random`` policy is left out (the studies report its expected
+        retention instead).
 
     Returns
     -------
@@ -238,27 +361,36 @@ def evaluate_splits(
     seed = check_int("seed", seed, minimum=0)
     for p in policies:
         check_choice("policy", p, POLICIES)
+    proto = get_protocol(protocol)
     first = next(iter(regimes.values()))
-    splits, learn_seeds = split_plan(first.groups, n_splits, seed)
+    splits, learn_seeds = split_plan(first.groups, n_splits, seed, first.keys)
+    if proto.splits == "shuffle":
+        splits = shuffle_splits(first.groups, n_splits, keys=first.keys)
+    stable = proto.ties == "stable"
+    if stable:
+        policies = tuple(p for p in policies if p != "random")
     rows, wrows = [], []
     bar = tqdm(total=n_splits * len(regimes), desc="splits", disable=not progress)
     for s, (train_idx, test_idx) in enumerate(splits):
         for regime, cases in regimes.items():
             train, test = cases.subset(train_idx), cases.subset(test_idx)
-            learned = hill_climb(
-                RetentionEvaluator(train, keep_fraction).objective,
-                train.live_factors,
-                seed=int(learn_seeds[s]),
-                **learner_settings(quick),
-            )
+            objective = evaluator(train, keep_fraction, proto.ties, proto.cut).objective
+            if proto.learner == "released":
+                settings = dict(RELEASED_LEARNER, n_iter=40) if quick else RELEASED_LEARNER
+                learned = hill_climb_released(objective, train.live_factors, **settings)
+            else:
+                learned = hill_climb(objective, train.live_factors, seed=int(learn_seeds[s]), **learner_settings(quick))
             wrows += [
                 {"regime": regime, "split": s, "factor": f, "weight": w} for f, w in zip(FACTORS, learned.weights)
             ]
-            ev = RetentionEvaluator(test, keep_fraction)
+            ev = evaluator(test, keep_fraction, proto.ties, proto.cut)
             for name in policies:
                 if regime != "blind" and name in REGIME_FREE:
                     continue
-                r = ev.per_case(policy_scores(name, test, weights=learned.weights, seed=int(learn_seeds[s])))
+                if stable:
+                    r = ev.per_case(_stable_scores(name, ev, test, learned.weights))
+                else:
+                    r = ev.per_case(policy_scores(name, test, weights=learned.weights, seed=int(learn_seeds[s])))
                 rows.append(
                     pd.DataFrame(
                         {
@@ -266,6 +398,7 @@ def evaluate_splits(
                             "regime": regime,
                             "split": s,
                             "case_id": test.case_ids,
+                            "key": test.keys,
                             "group": test.groups,
                             "retention": r,
                         }

@@ -754,7 +754,7 @@ def cue_study_on_data(
     keep_fraction = check_fraction("keep_fraction", keep_fraction)
     n_splits = check_int("n_splits", n_splits, minimum=2)
     t0 = time.perf_counter()
-    splits, seeds = split_plan(data.cases.groups, n_splits, seed)
+    splits, seeds = split_plan(data.cases.groups, n_splits, seed, data.cases.keys)
     per_case, weights = evaluate(data, splits, seeds, keep_fraction, quick=quick, progress=progress)
     parts = [per_case]
     n_groups = len(np.unique(data.cases.groups))

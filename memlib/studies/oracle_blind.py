@@ -21,7 +21,14 @@ import pandas as pd
 from memlib import FACTORS
 from memlib._checks import check_choice, check_fraction, check_int
 from memlib.metrics import expected_random_retention, paired_bootstrap
-from memlib.studies._common import REAL_POLICIES, RealDataResult, evaluate_splits, load_regimes, summarise
+from memlib.studies._common import (
+    REAL_POLICIES,
+    RealDataResult,
+    evaluate_splits,
+    get_protocol,
+    load_regimes,
+    summarise,
+)
 
 
 def bootstrap_gaps(
@@ -38,7 +45,13 @@ def bootstrap_gaps(
     protocol) and, as a stricter check, whole groups (conversations) too.
     """
     d = per_case[per_case["regime"] == regime]
-    by_case = d.groupby(["policy", "case_id", "group"], sort=False)["retention"].mean().unstack("policy")
+    # cases in the order of their content keys, so that renaming ids or reordering the file changes nothing
+    by_case = (
+        d.groupby(["policy", "key", "case_id", "group"], sort=False)["retention"]
+        .mean()
+        .unstack("policy")
+        .sort_index(level="key")
+    )
     by_split = d.groupby(["policy", "split"])["retention"].mean().unstack("policy")
     out = []
     for b in baselines:
@@ -82,22 +95,27 @@ def oracle_vs_blind_on_cases(
     quick: bool = False,
     n_boot: int = 1000,
     progress: bool = False,
+    protocol="memlib",
 ) -> RealDataResult:
     """Every Table 3 policy in each regime of ``regimes`` (``{"blind": CaseSet, "oracle": CaseSet}``).
 
     Recency and random read no goal anchor, so they appear in the blind regime
     only. ``info`` holds the random policy's expected retention on the blind cases.
+    ``protocol`` says how to split, learn and count (:data:`~._common.PROTOCOLS`).
     """
-    per_case, weights = evaluate_splits(regimes, keep_fraction, n_splits, seed, quick, progress=progress)
+    proto = get_protocol(protocol)
+    per_case, weights = evaluate_splits(
+        regimes, keep_fraction, n_splits, seed, quick, progress=progress, protocol=proto
+    )
     per_split = (
         per_case.groupby(["policy", "regime", "split"], sort=False)["retention"]
         .mean()
         .reset_index()
         .assign(keep_fraction=keep_fraction)
     )
-    summary = with_mean_weights(summarise(per_split, ["policy", "regime", "keep_fraction"]), weights)
+    summary = with_mean_weights(summarise(per_split, ["policy", "regime", "keep_fraction"], proto.ddof), weights)
     boot = bootstrap_gaps(per_case, n_boot=n_boot, seed=seed)
-    info = {"expected_random": expected_random_retention(regimes["blind"], keep_fraction)}
+    info = {"expected_random": expected_random_retention(regimes["blind"], keep_fraction, proto.cut)}
     return RealDataResult(summary, per_split, per_case, weights, boot, info)
 
 
@@ -113,31 +131,48 @@ def oracle_vs_blind(
     sample: int | None = None,
     factor_set: str = "both",
     embedding: str = "fast",
+    protocol: str | None = None,
+    readings: dict | None = None,
 ) -> RealDataResult:
     """Table 3 / Figure 2: every policy in both regimes over resampled group-aware 50/50 splits.
 
     ``factor_set`` is ``paper`` (Table 1 as stated), ``extended`` (our
-    reliability cues) or ``both`` (the default: each set on the same splits,
-    told apart by a ``factor_set`` column in every table). ``sample`` and
-    ``embedding`` choose the data (see :func:`~._common.load_regimes`).
+    reliability cues), ``released`` (the authors' released experiment) or
+    ``both`` (the default: paper and extended on the same splits, told apart by
+    a ``factor_set`` column in every table). ``sample``, ``embedding`` and
+    ``readings`` choose the data (see :func:`~._common.load_regimes`).
+    ``protocol`` (:data:`~._common.PROTOCOLS`) defaults to ``released`` for the
+    released factor set and to ``memlib`` otherwise.
     """
-    from memlib.factors import FACTOR_SETS
+    from memlib.factors import ALL_FACTOR_SETS, FACTOR_SETS
 
     keep_fraction = check_fraction("keep_fraction", keep_fraction)
     n_splits = check_int("n_splits", n_splits, minimum=2)
-    sets = FACTOR_SETS if factor_set == "both" else (check_choice("factor_set", factor_set, (*FACTOR_SETS, "both")),)
+    if factor_set == "both":
+        sets = FACTOR_SETS
+    else:
+        sets = (check_choice("factor_set", factor_set, (*ALL_FACTOR_SETS, "both")),)
     parts = []
     for fs in sets:
+        proto = get_protocol(protocol if protocol is not None else ("released" if fs == "released" else "memlib"))
         ds, anns = load_regimes(
-            dataset, quick=quick, limit=limit, progress=progress, sample=sample, factor_set=fs, embedding=embedding
+            dataset,
+            quick=quick,
+            limit=limit,
+            progress=progress,
+            sample=sample,
+            factor_set=fs,
+            embedding=embedding,
+            readings=readings,
         )
         regimes = {r: a.cases for r, a in anns.items()}
-        part = oracle_vs_blind_on_cases(regimes, keep_fraction, n_splits, seed, quick, n_boot, progress)
+        part = oracle_vs_blind_on_cases(regimes, keep_fraction, n_splits, seed, quick, n_boot, progress, proto)
         part.info = {
             **ds.stats(),
             "usable_cases_used": int(regimes["blind"].n_cases),
             "inert_factors": anns["blind"].inert,
             "embedding": embedding,
+            "protocol": protocol if isinstance(protocol, str) else ("released" if fs == "released" else "memlib"),
             **part.info,
         }
         parts.append((fs, part))

@@ -40,6 +40,7 @@ from memlib.scoring import SINGLE_FACTOR, policy_scores
 _SELF_WORDS = {
     "earlier": "the user's earlier turns",
     "inclusive": "earlier turns and the turn itself",
+    "through_session": "the user's turns up to the end of its session",
     "history": "all the user's turns of the history",
 }
 #: Tie rules of :func:`tie_readings`.
@@ -132,6 +133,7 @@ def session_overlap(ds, n_splits: int = 20, seed: int = 0) -> dict:
     questions are joined when they share a session: a grouped split exists only
     when there are at least two.
     """
+    from memlib.factors import content_keys
     from memlib.studies._common import group_splits
 
     check_int("n_splits", n_splits, minimum=2)
@@ -141,7 +143,7 @@ def session_overlap(ds, n_splits: int = 20, seed: int = 0) -> dict:
     hay = [{label[s] for s in h} for h in cases["haystack"]]
     evid = [{label[gold_session[g]] for g in gold} for gold in cases["gold"]]
     share, ev_share = [], []
-    for train, test in group_splits(cases["group"].to_numpy(), n_splits, seed):
+    for train, test in group_splits(cases["group"].to_numpy(), n_splits, seed, keys=content_keys(cases)):
         seen = set().union(*(hay[i] for i in train))
         share.append(np.mean([len(hay[i] & seen) / len(hay[i]) for i in test]))
         ev_share.append(np.mean([len(evid[i] & seen) / len(evid[i]) for i in test]))

@@ -44,7 +44,7 @@ def keep_fraction_sweep_on_cases(
     from tqdm import tqdm
 
     fractions = _check_fractions(fractions)
-    splits, learn_seeds = split_plan(cases.groups, n_splits, seed)
+    splits, learn_seeds = split_plan(cases.groups, n_splits, seed, cases.keys)
     live = cases.live_factors
     singles = [p for p, f in SINGLE_FACTOR.items() if live[FACTORS.index(f)]]
     rows = []

@@ -103,6 +103,7 @@ def concat(datas, name: str = OTHERS) -> CueData:
         gold_pos=np.concatenate([d.cases.gold_pos for d in datas]),
         case_ids=np.concatenate([np.char.add(f"{d.name}:", d.cases.case_ids.astype(str)) for d in datas]),
         groups=np.concatenate([np.char.add(f"{d.name}:", d.cases.groups.astype(str)) for d in datas]),
+        keys=np.concatenate([np.char.add(f"{d.name}:", d.cases.keys.astype(str)) for d in datas]),
     )
 
     def table(attr):
@@ -279,7 +280,7 @@ def transfer_matrix(
     rows = []
     for target in names:
         data = corpora[target]
-        splits, seeds = split_plan(data.cases.groups, n_splits, seed)
+        splits, seeds = split_plan(data.cases.groups, n_splits, seed, data.cases.keys)
         for s, (tr, te) in enumerate(splits):
             _, train = data.subset(tr)
             _, test = data.subset(te)
