@@ -109,8 +109,10 @@ def test_recency_returns_newest_first_and_ignores_the_query():
 
 
 def test_recency_forgetting_ignores_retrieval():
-    st, ids, _ = planted_store(B.RecencyPolicy(), [0.5] * 6)
-    # Recency never returns the oldest turns, so mark them used through the policy hook a retrieval calls
-    st.policy.on_retrieve(st, np.array([0, 1]), 10.0)
+    st, ids, vecs = planted_store(B.RecencyPolicy(), [0.5] * 6)
+    # Recency never returns the oldest turns, so mark them used as a retrieval would: repeat them (a merge)
+    for i in (0, 1):
+        assert st.add(f"turn {i} again", time=10.0, session="s", embedding=vecs[i], emotion=0.5) == ids[i]
+    assert st.view.retrievals.tolist() == [1, 1, 0, 0, 0, 0] and st.view.last_access[:2].tolist() == [10, 10]
     st.consolidate(budget=2, now=10.0)
     assert kept(st) == set(ids[-2:])

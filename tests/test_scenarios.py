@@ -20,6 +20,8 @@ import pytest
 
 from memlib.store import MemoryStore
 
+pytestmark = pytest.mark.slow  # the store on the real sentence model (its load alone: 5 s on 2 cores)
+
 
 @dataclass
 class Scenario:

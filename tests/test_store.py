@@ -139,6 +139,7 @@ def test_corrupt_saved_store_is_refused(tmp_path):
         MemoryStore.load(tmp_path / "short.npz")
 
 
+@pytest.mark.slow
 def test_store_factors_match_the_blind_annotator(tmp_path):
     ds = D.load(str(write_longmemeval(tmp_path / "lme.json")))
     ann = Fm.annotate(ds, "blind", use_cache=False, progress=False)

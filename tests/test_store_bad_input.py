@@ -140,6 +140,7 @@ def test_save_errors_name_the_target_file_not_a_temporary_one(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a folder.npz", "file"]
 
 
+@pytest.mark.slow
 @needs_fork
 def test_a_killed_save_leaves_no_temporary_file_and_the_old_file_whole(tmp_path):
     path = tmp_path / "s.npz"

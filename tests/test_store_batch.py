@@ -101,12 +101,12 @@ def test_add_many_embeds_in_one_call_and_only_what_lacks_an_embedding():
 
 def test_add_many_uses_the_batch_valence(monkeypatch):
     """The valence of a turn whose emotion is given comes from the one batch pass, not a per-turn call."""
-    import memlib.store.memory as M
+    import memlib.store.annotate as A
 
-    monkeypatch.setattr(M, "_valence_cached", lambda text: pytest.fail(f"valence recomputed for {text!r}"))
+    monkeypatch.setattr(A, "_valence_cached", lambda text: pytest.fail(f"valence recomputed for {text!r}"))
     st = MemoryStore(embedder=fake_embed)
     st.add_many([{"text": "I love this!", "time": 0.0, "emotion": 0.5}, {"text": "Awful.", "emotion": 0.1}])
-    assert [round(v, 4) for v in st._valence] == [0.6696, -0.4588]
+    assert [round(v, 4) for v in st.view.valence] == [0.6696, -0.4588]
 
 
 BAD_TURN_7 = [

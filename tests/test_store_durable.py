@@ -207,6 +207,7 @@ def kill_many_times(tmp_path, child, check, kills: int = 12, seconds: float = 4.
     return in_flight, done
 
 
+@pytest.mark.slow
 @needs_fork
 def test_a_process_killed_during_add_loses_at_most_that_add(tmp_path):
     path = tmp_path / "s.db"
@@ -243,6 +244,7 @@ def test_a_process_killed_during_add_loses_at_most_that_add(tmp_path):
     assert state["turns"] > 10
 
 
+@pytest.mark.slow
 @needs_fork
 def test_a_process_killed_during_consolidate_loses_at_most_that_consolidation(tmp_path):
     path = tmp_path / "s.db"

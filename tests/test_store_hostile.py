@@ -409,23 +409,24 @@ def test_a_store_tampered_with_while_open_fails_at_its_next_operation(tmp_path):
     assert message(err) == f"{path}: the setting 'now' is nested too deeply to be a memlib store setting"
 
 
+@pytest.mark.slow
 def test_a_giant_turn_is_counted_and_scored_without_copies_of_itself(monkeypatch):
     """Word counts come one word at a time (as str.split counts them, on every white space character),
     and VADER and its cache see the bounded prefix VADER reads, never a whole giant turn."""
     import sys
 
     from memlib._text import TEXT_BOUND
-    from memlib.store import memory
+    from memlib.store import annotate
     from memlib.store.memory import count_tokens
 
     spaces = "".join(c for c in map(chr, range(sys.maxunicode + 1)) if c.isspace())
     text = "a" + "b".join(spaces) + "c  d"
     assert count_tokens(text) == len(text.split()) == len(spaces) + 2
     seen = []
-    real = memory.valence
-    monkeypatch.setattr(memory, "valence", lambda texts: seen.extend(map(len, texts)) or real(texts))
-    memory._valence_of_prefix.cache_clear()
+    real = annotate.valence
+    monkeypatch.setattr(annotate, "valence", lambda texts: seen.extend(map(len, texts)) or real(texts))
+    annotate._valence_of_prefix.cache_clear()
     giant = "I am glad. " * 100_000  # 1.1 million characters
-    memory._valence_cached(giant)
-    memory._valence_cached(giant[:-1] + "!")  # differs only past the bound: the cached value serves
+    annotate._valence_cached(giant)
+    annotate._valence_cached(giant[:-1] + "!")  # differs only past the bound: the cached value serves
     assert seen and max(seen) <= TEXT_BOUND and len(seen) == 1

@@ -57,7 +57,7 @@ def hammer(st, save_to=None):
                 else:
                     for hits in st.retrieve_many([f"item {i}", f"turn {i}"], k=2):
                         assert 1 <= len(hits) <= 2, hits
-        except BaseException as exc:  # noqa: BLE001 - every failure of a thread is reported
+        except BaseException as exc:  # every failure of a thread is reported
             errors.append(f"thread {t} op {i}: {type(exc).__name__}: {exc}")
 
     workers = [threading.Thread(target=work, args=(t,)) for t in range(THREADS)]
@@ -81,6 +81,7 @@ def check_every_acknowledged_add(st, acked, errors):
     assert len(st) == len(told)
 
 
+@pytest.mark.slow
 def test_threads_share_an_in_memory_store(tmp_path):
     st = MemoryStore(embedder=fake_embed)
     st.add("seed", time=0)
@@ -96,6 +97,7 @@ def test_threads_share_an_in_memory_store(tmp_path):
     print(f"\nin memory: {THREADS} threads x {OPS} operations, {len(st)} items, {seconds:.2f} s")
 
 
+@pytest.mark.slow
 def test_threads_share_a_file_store(tmp_path):
     path = tmp_path / "s.db"
     st = MemoryStore.open(path, embedder=fake_embed)
@@ -150,7 +152,7 @@ def test_add_many_is_not_interleaved_with_another_threads_adds(tmp_path, kind):
                     st.add(f"single {t} {i}", emotion=0.1)
                 else:
                     batches.append(st.add_many([{"text": f"batch {t} {i} {j}", "emotion": 0.1} for j in range(5)]))
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:  # every failure of a thread is reported
             errors.append(exc)
 
     workers = [threading.Thread(target=work, args=(t,)) for t in range(4)]

@@ -56,7 +56,7 @@ class GenerativeAgentsPolicy(Policy):
     W_RECENCY, W_RELEVANCE, W_IMPORTANCE = 0.5, 3.0, 2.0
 
     def _recency(self, store) -> np.ndarray:
-        order = np.argsort(-store._last_access, kind="stable")  # most recent first
+        order = np.argsort(-store.view.last_access, kind="stable")  # most recent first
         rank = np.empty(len(order))
         rank[order] = np.arange(1, len(order) + 1)
         return self.RECENCY_DECAY**rank
@@ -91,22 +91,25 @@ class MemoryBankPolicy(Policy):
 
     The source forgets at random with probability ``1 - R``; under a budget we
     drop the lowest retention ``R`` first (deterministic; our adaptation).
+
+    Each item's level (0, 1, 2: strength ``S = level + 1``) is this policy's own
+    per-item state (:attr:`item_state`), kept by the store with the item.
     """
 
     name = "memorybank"
     LEVELS = 3
+    item_state = {"level": 0.0}
 
     def retention(self, store, now) -> np.ndarray:
-        t = np.maximum(now - store._last_access, 0.0)
-        strength = np.minimum(store._level, self.LEVELS - 1) + 1.0
+        t = np.maximum(now - store.view.last_access, 0.0)
+        strength = np.minimum(store.view.state("level"), self.LEVELS - 1) + 1.0
         return np.exp(-t / strength)
 
     def forget_scores(self, store, now):
         return -self.retention(store, now)
 
     def on_retrieve(self, store, idx, now):
-        super().on_retrieve(store, idx, now)
-        store._level[idx] = np.minimum(store._level[idx] + 1, self.LEVELS - 1)
+        return {"level": np.minimum(store.view.state("level")[idx] + 1, self.LEVELS - 1)}
 
 
 class FIFOPolicy(Policy):
@@ -122,7 +125,7 @@ class FIFOPolicy(Policy):
     name = "memgpt_fifo"
 
     def forget_scores(self, store, now):
-        return -store._time
+        return -store.view.time
 
 
 class RecencyPolicy(Policy):
@@ -131,10 +134,10 @@ class RecencyPolicy(Policy):
     name = "recency"
 
     def forget_scores(self, store, now):
-        return -store._time
+        return -store.view.time
 
     def retrieval_scores(self, store, query_vec, query_valence, now):
-        return store._time.astype(np.float64)
+        return store.view.time.astype(np.float64)
 
 
 class UnboundedRAGPolicy(Policy):

@@ -15,7 +15,9 @@ Tables (``PRAGMA application_id`` is :data:`APPLICATION_ID`, ``user_version`` is
 * ``sums(name, vector)``: the running sums behind the centroids as float64 blobs
   (``user``, ``session``, ``session_all``, ``speaker:<name>``);
 * ``items``: one row per retained item, its factors as one column each
-  (:data:`ITEM_COLUMNS`); ``expires`` is NULL for never;
+  (:data:`ITEM_COLUMNS`); ``expires`` is NULL for never; ``level`` holds the per-item
+  policy state ``level`` (MemoryBank's; 0 for items of other policies), and a column
+  ``state_<name>``, added when a policy first keeps it, any other per-item state;
 * ``vectors(id, embedding)``: each item's unit embedding as a float32 blob, kept
   apart so that reading or rewriting the items does not touch the vectors' pages.
   A consolidation deletes the dropped items' rows from ``items`` only and lists
@@ -61,7 +63,8 @@ from pathlib import Path
 import numpy as np
 
 from memlib import FACTORS
-from memlib.store.state import DIM, StoreError, fail, file_in_the_way, short_repr
+from memlib.store.columns import STATE
+from memlib.store.state import DIM, LEGACY_STATE, StoreError, fail, file_in_the_way, short_repr, state_field
 
 #: ``PRAGMA application_id`` of a store file ("meml").
 APPLICATION_ID = 0x6D656D6C
@@ -73,7 +76,8 @@ SYNCHRONOUS = ("normal", "full")
 PURGE_PER_ADD = 2
 #: SQLite's page cache per connection, in KiB (a consolidation rewrites many pages at once).
 CACHE_KIB = 65536
-_SCALAR_COLUMNS = ("time", "valence", "retrievals", "last_access", "level")
+_CORE_SCALARS = ("time", "valence", "retrievals", "last_access")
+_SCALAR_COLUMNS = (*_CORE_SCALARS, LEGACY_STATE)
 #: Columns of the ``items`` table, in order.
 ITEM_COLUMNS = ("id", "text", "role", "speaker", "session", *_SCALAR_COLUMNS, "expires", "pinned", "tokens")
 ITEM_COLUMNS += FACTORS
@@ -101,12 +105,6 @@ CREATE TABLE merges (
 PRAGMA application_id = {APPLICATION_ID};
 PRAGMA user_version = {SCHEMA_VERSION};
 """
-_INSERT_ITEM = f"INSERT INTO items ({', '.join(ITEM_COLUMNS)}) VALUES ({', '.join('?' * len(ITEM_COLUMNS))})"
-_UPDATE_USAGE = (
-    "UPDATE items SET retrievals = ?, last_access = ?, level = ?, "
-    + ", ".join(f"{f} = ?" for f in FACTORS)
-    + " WHERE id = ?"
-)
 _FORGOTTEN = ("id", "text", "time", "value", "tier", "reason", "at")
 _MERGES = ("id", "turn", "text", "time", "cosine")
 _INSERT_FORGOTTEN = f"INSERT INTO forgotten ({', '.join(_FORGOTTEN)}) VALUES ({', '.join('?' * len(_FORGOTTEN))})"
@@ -127,6 +125,10 @@ def _can_create_in(folder: Path) -> bool:
 
 def _json_number(x):
     return None if x is None or not math.isfinite(x) else float(x)
+
+
+#: How each session scalar is written to ``meta``.
+_SESSION_JSON = {"current_session": lambda x: x, "session_has_user": bool, "next_id": int, "now": _json_number}
 
 
 class StoreFile:
@@ -166,6 +168,7 @@ class StoreFile:
                 fail(self.path, f"cannot create the store file: its folder {self.path.parent} is not writable")
             fail(self.path, f"cannot create the store file ({exc.strerror})")
         self.con = None
+        self._states = None  # the state_<name> columns of the items table (see states())
         with self.errors():
             # any thread may use the connection, one at a time: under the store's lock (module docstring)
             self.con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
@@ -226,6 +229,7 @@ class StoreFile:
             self.con.execute("COMMIT")
 
     def rollback(self) -> None:
+        self._states = None  # a rolled-back transaction may have added a state column
         if self.con is not None and self.con.in_transaction:
             with contextlib.suppress(sqlite3.Error):
                 self.con.execute("ROLLBACK")
@@ -291,10 +295,9 @@ class StoreFile:
             self.put_meta({"format": "memlib.MemoryStore", "version": SCHEMA_VERSION})
             self.put_settings(state["settings"])
             self.put_session(state["session"])
-            sums = state["sums"]
-            self.put_sums({"user": sums["user"], "session": sums["session"], "session_all": sums["session_all"]})
-            self.put_sums({f"speaker:{k}": v for k, v in sums["speakers"].items()})
+            self.put_sums(state["sums"])
             items = state["items"]
+            self.add_states(dict.fromkeys(items.get("state", {}), 0.0))
             self.insert_items(items, range(len(items["ids"])))
             self.log_forgotten(forgotten)
             for e in merges:
@@ -344,7 +347,8 @@ class StoreFile:
 
     def _read_items(self) -> dict:
         """The items table as the per-item arrays and lists of a state (column by column: fast for 100k items)."""
-        numeric = ("id", *_SCALAR_COLUMNS, "IFNULL(expires, 9e999)", "pinned", "tokens", *FACTORS)
+        extra = [state_field(k) for k in self.states(refresh=True)]
+        numeric = ("id", *_SCALAR_COLUMNS, "IFNULL(expires, 9e999)", "pinned", "tokens", *FACTORS, *extra)
         rows = self.con.execute(f"SELECT {', '.join(numeric)} FROM items ORDER BY id").fetchall()
         n = len(rows)
         try:
@@ -354,10 +358,12 @@ class StoreFile:
         items = {"ids": a[:, 0].astype(np.int64)}
         if not np.array_equal(items["ids"], a[:, 0]):
             fail(self.path, "an item id is not an integer")
-        items.update({k: a[:, 1 + j] for j, k in enumerate(_SCALAR_COLUMNS)})
+        items.update({k: a[:, 1 + j] for j, k in enumerate(_CORE_SCALARS)})
         c = 1 + len(_SCALAR_COLUMNS)
         items.update(expires=a[:, c], pinned=a[:, c + 1] != 0, tokens=a[:, c + 2].astype(np.int64))
-        items["factors"] = np.ascontiguousarray(a[:, c + 3 :])
+        items["factors"] = np.ascontiguousarray(a[:, c + 3 : c + 3 + len(FACTORS)])
+        items["state"] = {LEGACY_STATE: a[:, c - 1]}
+        items["state"].update({k: a[:, c + 3 + len(FACTORS) + j] for j, k in enumerate(self.states())})
         texts = self.con.execute("SELECT text, role, speaker, session FROM items ORDER BY id").fetchall()
         for k, column in zip(("texts", "roles", "speakers", "sessions"), zip(*texts) if n else [()] * 4):
             items[k] = list(column)
@@ -395,50 +401,56 @@ class StoreFile:
         )
 
     def put_session(self, s: dict) -> None:
-        self.put_meta(
-            {
-                "current_session": s["current_session"],
-                "session_has_user": bool(s["session_has_user"]),
-                "next_id": int(s["next_id"]),
-                "now": _json_number(s["now"]),
-            }
-        )
+        """Write the session scalars in ``s`` (any of ``current_session, session_has_user, next_id, now``)."""
+        self.put_meta({k: _SESSION_JSON[k](v) for k, v in s.items()})
 
     def put_sums(self, sums: dict) -> None:
+        """Write running sums (state layout: ``sums["speakers"]`` maps speakers to their sums)."""
+        rows = {k: v for k, v in sums.items() if k != "speakers"}
+        rows.update({f"speaker:{k}": v for k, v in sums.get("speakers", {}).items()})
         self.con.executemany(
             "INSERT OR REPLACE INTO sums (name, vector) VALUES (?, ?)",
-            [(k, np.asarray(v, "<f8").tobytes()) for k, v in sums.items()],
+            [(k, np.asarray(v, "<f8").tobytes()) for k, v in rows.items()],
         )
+
+    def states(self, refresh: bool = False) -> list[str]:
+        """The per-item policy states the items table holds in ``state_<name>`` columns (``level`` aside)."""
+        if refresh or self._states is None:
+            columns = [r[1] for r in self.con.execute("PRAGMA table_info(items)")]
+            self._states = [c[len("state_") :] for c in columns if c.startswith("state_")]
+        return self._states
+
+    def add_states(self, defaults: dict) -> None:
+        """Add a ``state_<name>`` column for each per-item state the items table lacks.
+
+        ``defaults`` maps a state's name to the value the items already in the
+        table get (a policy's value for a new item).
+        """
+        for name, default in defaults.items():
+            if name != LEGACY_STATE and name not in self.states():
+                column = f"{state_field(name)} REAL NOT NULL DEFAULT {float(default)!r}"
+                self.con.execute(f"ALTER TABLE items ADD COLUMN {column}")
+                self._states = [*self._states, name]
 
     def insert_items(self, items: dict, positions) -> None:
         """Insert the items at ``positions`` of the per-item arrays ``items`` (state layout)."""
-        self.con.executemany(_INSERT_ITEM, (_item_row(items, i) for i in positions))
+        extra = self.states()
+        columns = (*ITEM_COLUMNS, *map(state_field, extra))
+        insert = f"INSERT INTO items ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+        self.con.executemany(insert, (_item_row(items, i, extra) for i in positions))
         ids, emb = items["ids"], items["embeddings"]
         self.con.executemany(
             "INSERT INTO vectors (id, embedding) VALUES (?, ?)",
             ((int(ids[i]), np.asarray(emb[i], "<f4").tobytes()) for i in positions),
         )
 
-    def update_usage(self, ids, retrievals, last_access, level, factors) -> None:
-        """Rewrite the usage state (and factors) of the items ``ids``."""
-        self.con.executemany(
-            _UPDATE_USAGE,
-            [
-                (float(r), float(a), float(lv), *map(float, f), int(i))
-                for i, r, a, lv, f in zip(ids, retrievals, last_access, level, factors)
-            ],
-        )
-
-    def update_goal(self, ids, values) -> None:
-        self.con.executemany(
-            "UPDATE items SET goal_relevance = ? WHERE id = ?", [(float(v), int(i)) for i, v in zip(ids, values)]
-        )
-
-    def update_pin(self, item_id: int, pinned: bool, expires: float) -> None:
-        self.con.execute(
-            "UPDATE items SET pinned = ?, expires = ? WHERE id = ?",
-            (int(pinned), _json_number(expires), int(item_id)),
-        )
+    def update_items(self, ids, values: dict) -> None:
+        """Set columns of the items ``ids``: ``values`` maps a column of the store's
+        :class:`~memlib.store.columns.Columns` (``state:<name>`` for a policy's state) or a
+        factor's name to one value per item."""
+        names = [state_field(k[len(STATE) :]) if k.startswith(STATE) else k for k in values]
+        rows = zip(*(_sql_values(k, v) for k, v in values.items()), map(int, ids))
+        self.con.executemany(f"UPDATE items SET {', '.join(f'{c} = ?' for c in names)} WHERE id = ?", list(rows))
 
     def delete_items(self, ids) -> None:
         """Delete items; their vectors go later, a few per add (:meth:`purge_vectors`)."""
@@ -482,21 +494,34 @@ def _value_dict(value):
     return None if value is None else value if isinstance(value, dict) else value.to_dict()
 
 
-def _item_row(items: dict, i: int) -> tuple:
+def _item_row(items: dict, i: int, extra) -> tuple:
+    """The values of one row of the items table: :data:`ITEM_COLUMNS`, then the ``extra`` state columns."""
     f = items["factors"][i]
     e = items["expires"][i]
+    state = items.get("state", {})
     return (
         int(items["ids"][i]),
         items["texts"][i],
         items["roles"][i],
         items["speakers"][i],
         items["sessions"][i],
-        *(float(items[k][i]) for k in _SCALAR_COLUMNS),
+        *(float(items[k][i]) for k in _CORE_SCALARS),
+        float(state[LEGACY_STATE][i]) if LEGACY_STATE in state else 0.0,
         None if math.isinf(e) else float(e),
         int(bool(items["pinned"][i])),
         int(items["tokens"][i]),
         *map(float, f),
+        *(float(state[k][i]) if k in state else 0.0 for k in extra),
     )
+
+
+def _sql_values(key: str, values) -> list:
+    """The values of one column of the store's :class:`~memlib.store.columns.Columns` as the items table holds them."""
+    if key == "expires":
+        return [None if math.isinf(x) else float(x) for x in values]
+    if key == "pinned":
+        return [int(bool(x)) for x in values]
+    return [float(x) for x in values]
 
 
 __all__ = ["APPLICATION_ID", "ITEM_COLUMNS", "SCHEMA_VERSION", "SYNCHRONOUS", "StoreError", "StoreFile"]

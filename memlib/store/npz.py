@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from memlib._text import clean_text
-from memlib.store.state import DIM, check_state, fail, file_in_the_way
+from memlib.store.state import DIM, LEGACY_STATE, check_state, fail, file_in_the_way, state_field
 
 FORMAT = "memlib.MemoryStore"
 #: How a zip file (an ``.npz``) starts: a local file header, or the end record of an empty archive.
@@ -186,6 +186,7 @@ def write_npz(path, state: dict, forgotten: list, merges: list) -> None:
         "merges": merges,
     }
     speaker_sums = np.stack(list(sums["speakers"].values())) if sums["speakers"] else np.zeros((0, DIM))
+    policy_state = {LEGACY_STATE: np.zeros(len(items["ids"])), **items["state"]}  # every file has a level field
     arrays = {
         "header": np.array(json.dumps(header)),
         "weights": s["weights"],
@@ -194,7 +195,8 @@ def write_npz(path, state: dict, forgotten: list, merges: list) -> None:
         "session_sum": sums["session"],
         "session_all_sum": sums["session_all"],
         "speaker_sums": speaker_sums,
-        **{k: items[k] for k in ("ids", "time", "valence", "retrievals", "last_access", "level")},
+        **{k: items[k] for k in ("ids", "time", "valence", "retrievals", "last_access")},
+        **{state_field(k): v for k, v in policy_state.items()},
         **{k: items[k] for k in ("expires", "pinned", "tokens", "embeddings", "factors")},
     }
     write_private(path, lambda f: np.savez(f, **arrays))
@@ -244,7 +246,9 @@ def read_npz(path, merge_threshold_default: float | None) -> tuple[dict, list, l
     texts = header["texts"]
     n = len(texts) if isinstance(texts, list) else -1
     items = {k: header.get(k) for k in ("texts", "roles", "speakers", "sessions")}
-    items.update({k: arrays[k] for k in ("time", "valence", "retrievals", "last_access", "level")})
+    items.update({k: arrays[k] for k in ("time", "valence", "retrievals", "last_access")})
+    items["state"] = {LEGACY_STATE: arrays[LEGACY_STATE]}
+    items["state"].update({k[len("state_") :]: v for k, v in arrays.items() if k.startswith("state_")})
     items.update(embeddings=arrays["embeddings"], factors=arrays["factors"])
     if version == 1:
         items["ids"] = header.get("ids")

@@ -84,10 +84,11 @@ class ValuePolicy(Policy):
         if self.keep_top_value:
             return -store.normalised_values()
         v = store.values() if store.value_model is None else store.normalised_values()
-        return forget_score(np.maximum(now - store._time, 0.0), store._retrievals, v, beta=self.beta)
+        view = store.view
+        return forget_score(np.maximum(now - view.time, 0.0), view.retrievals, v, beta=self.beta)
 
     def retrieval_scores(self, store, query_vec, query_valence, now):
-        mood = 1.0 - np.abs(query_valence - store._valence) / 2.0
+        mood = 1.0 - np.abs(query_valence - store.view.valence) / 2.0
         return store.similarity(query_vec) + self.value_weight * store.normalised_values() + self.mood_weight * mood
 
     def config(self):

@@ -3,9 +3,18 @@
 A policy decides which items a :class:`~memlib.store.MemoryStore` forgets at a
 consolidation and how it ranks them for a query. Subclass :class:`Policy` and
 override :meth:`~Policy.forget_scores` (and, where the rule differs from plain
-similarity, :meth:`~Policy.retrieval_scores` and :meth:`~Policy.on_retrieve`);
-register it in :data:`memlib.store.policies.POLICIES` to make it loadable by
-name.
+similarity, :meth:`~Policy.retrieval_scores`); register it in
+:data:`memlib.store.policies.POLICIES` to make it loadable by name.
+
+A policy reads the store through its public face: :meth:`~memlib.store.MemoryStore.values`,
+:meth:`~memlib.store.MemoryStore.normalised_values`, :meth:`~memlib.store.MemoryStore.similarity`
+and the read-only per-item arrays of ``store.view`` (:class:`~memlib.store.view.StoreView`).
+The store keeps the usage counts itself (a retrieval, or a turn merged into an item,
+counts once). A policy that needs state of its own per item (MemoryBank's strength
+level) declares it in :attr:`Policy.item_state`; the store keeps it with the items
+(saved in both file formats, dropped with the items it belongs to), the policy reads
+it as ``store.view.state(name)`` and sets it by returning it from
+:meth:`~Policy.on_retrieve`.
 
 >>> import numpy as np
 >>> class Oldest(Policy):
@@ -14,6 +23,17 @@ name.
 ...         return -np.arange(len(store), dtype=float)   # the first item is dropped last
 >>> Oldest().config(), Oldest.bounded
 ({}, True)
+>>> class Strength(Oldest):   # a per-item state of its own, doubled by every retrieval
+...     item_state = {"strength": 1.0}
+...     def on_retrieve(self, store, idx, now):
+...         return {"strength": store.view.state("strength")[idx] * 2}
+>>> from memlib.store import MemoryStore
+>>> st = MemoryStore(policy=Strength())
+>>> st.add("I like tea.", time=0.0, embedding=np.eye(384)[0])
+0
+>>> _ = st.retrieve(query_embedding=np.eye(384)[0], k=1)
+>>> st.view.state("strength").tolist(), st.view.retrievals.tolist()   # its state, and the store's count
+([2.0], [1.0])
 """
 
 from __future__ import annotations
@@ -30,10 +50,14 @@ class Policy:
         The policy's name in :data:`memlib.store.policies.POLICIES`.
     bounded : bool
         ``False`` turns forgetting off: consolidation keeps every item.
+    item_state : dict
+        The per-item state this policy keeps in the store: name (lower-case letters,
+        digits and ``_``) -> the value a new item starts with. Default: none.
     """
 
     name = "policy"
     bounded = True
+    item_state: dict[str, float] = {}
 
     def forget_scores(self, store, now: float) -> np.ndarray:
         """One score per item of ``store`` at time ``now`` (days); the highest is dropped first."""
@@ -43,11 +67,16 @@ class Policy:
         """One score per item for a unit query vector; the highest is returned first (default: similarity)."""
         return store.similarity(query_vec)
 
-    def on_retrieve(self, store, idx: np.ndarray, now: float) -> None:
-        """Update the state of the returned items ``idx``: count the retrieval and refresh usage history."""
-        store._retrievals[idx] += 1
-        store._last_access[idx] = now
-        store._refresh_usage(idx)
+    def on_retrieve(self, store, idx: np.ndarray, now: float) -> dict | None:
+        """The policy's own state of the items at positions ``idx``, returned at ``now`` (or merged into then).
+
+        The store counts the use itself (``retrievals`` and ``last_access`` of
+        ``store.view``, and the usage-history factor); ``store.view`` shows the items as
+        they were before. Return ``{name: values}`` (one value per position, for names
+        in :attr:`item_state`) to change this policy's state, or None (the default) to
+        keep it.
+        """
+        return None
 
     def config(self) -> dict:
         """The keyword arguments that rebuild this policy (saved with the store)."""

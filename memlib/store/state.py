@@ -16,7 +16,11 @@ The state holds:
   ``next_id`` (int), ``now`` (days, or None before the first turn);
 * ``sums``: the running sums behind the centroids, ``user``, ``session``,
   ``session_all`` (384 each) and ``speakers`` (name -> 384);
-* ``items``: one entry per retained item, see :data:`ITEM_ARRAYS` and :data:`ITEM_LISTS`.
+* ``items``: one entry per retained item, see :data:`ITEM_ARRAYS` and :data:`ITEM_LISTS`, and
+  ``state``: the per-item state of policies (name -> one float per item; see
+  :attr:`memlib.store.protocol.Policy.item_state`). Both files keep the state ``level``
+  (MemoryBank's) in their ``level`` field, which every store file has; another state
+  ``<name>`` goes to a field ``state_<name>``.
 
 >>> check_item_arrays("x.npz", {"ids": [1, 1]})
 Traceback (most recent call last):
@@ -28,11 +32,13 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from pathlib import Path
 
 import numpy as np
 
 from memlib import FACTORS
+from memlib._checks import ParameterError
 
 #: Dimension of the embeddings a store holds.
 DIM = 384
@@ -43,7 +49,6 @@ ITEM_ARRAYS = {
     "valence": (np.float64, ()),
     "retrievals": (np.float64, ()),
     "last_access": (np.float64, ()),
-    "level": (np.float64, ()),
     "expires": (np.float64, ()),  # +inf: never
     "pinned": (np.bool_, ()),
     "tokens": (np.int64, ()),
@@ -52,6 +57,35 @@ ITEM_ARRAYS = {
 }
 #: Per-item lists of strings of the state.
 ITEM_LISTS = ("texts", "roles", "speakers", "sessions")
+#: The per-item policy state that both file formats hold in a field of its own name (every file has it).
+LEGACY_STATE = "level"
+_STATE_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
+
+
+def state_field(name: str) -> str:
+    """The field (``.npz`` array, SQLite column) that holds the per-item policy state ``name``.
+
+    >>> state_field("level"), state_field("strength")
+    ('level', 'state_strength')
+    """
+    return name if name == LEGACY_STATE else f"state_{name}"
+
+
+def check_item_state(owner: str, item_state) -> None:
+    """Refuse a policy's per-item state (name -> a new item's value) that a file could not hold.
+
+    A name must be lower-case letters, digits and ``_`` (it names a file's field),
+    a value a finite number.
+    """
+    if not isinstance(item_state, dict):
+        raise ParameterError(f"{owner}: item_state must be a dict of names to numbers, got {short_repr(item_state)}")
+    for name, value in item_state.items():
+        if not isinstance(name, str) or not _STATE_NAME.fullmatch(name):
+            raise ParameterError(
+                f"{owner}: a per-item state name must be lower-case letters, digits and _ (at most 40), got {name!r}"
+            )
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+            raise ParameterError(f"{owner}: the state {name!r} must start at a finite number, got {short_repr(value)}")
 
 
 class StoreError(ValueError):
@@ -138,7 +172,6 @@ def check_settings(path, s: dict) -> dict:
     out["merge_threshold"] = m
     out["value"] = None
     if s.get("value") is not None:  # a learned cue value (None: the paper's V = f @ w)
-        from memlib._checks import ParameterError
         from memlib.value import CueValue
 
         try:
@@ -196,23 +229,35 @@ def check_item_arrays(path, items: dict) -> int:
         fail(path, "item ids must be integers in increasing order")
     n = len(ids)
     items["ids"] = ids
-    for k, (dtype, shape) in ITEM_ARRAYS.items():
-        v = items.get(k)
+    state = items.get("state", {})
+    if not isinstance(state, dict) or not all(isinstance(k, str) and _STATE_NAME.fullmatch(k) for k in state):
+        fail(
+            path, f"the per-item policy state must map names (lower case, digits, _) to arrays, got {short_repr(state)}"
+        )
+    items["state"] = state = dict(state)
+    # in the order of the fields before the policy state left the core fields (level came after last_access)
+    core = list(ITEM_ARRAYS)
+    fields = [(k, items, k, *ITEM_ARRAYS[k]) for k in core[: core.index("last_access") + 1]]
+    fields += [(state_field(k), state, k, np.float64, ()) for k in state]
+    fields += [(k, items, k, *ITEM_ARRAYS[k]) for k in core[core.index("last_access") + 1 :]]
+    for field, where, k, dtype, shape in fields:
+        v = where.get(k)
         if v is None:
-            fail(path, f"the item field {k} is missing")
+            fail(path, f"the item field {field} is missing")
         try:
             a = np.asarray(v)
             if a.dtype.kind not in "biuf":
                 raise TypeError(a.dtype)
             a = a.astype(dtype, copy=False)
         except (TypeError, ValueError):
-            fail(path, f"the item field {k} must be numeric")
+            fail(path, f"the item field {field} must be numeric")
         if a.shape != (n, *shape):
-            fail(path, f"the item field {k} has shape {a.shape}, expected {(n, *shape)} for {n} items")
-        items[k] = a
-    for k in ("time", "valence", "retrievals", "last_access", "level"):
-        if not np.all(np.isfinite(items[k])):
-            fail(path, f"the item field {k} must be finite")
+            fail(path, f"the item field {field} has shape {a.shape}, expected {(n, *shape)} for {n} items")
+        where[k] = a
+    finite = [(k, items[k]) for k in ("time", "valence", "retrievals", "last_access")]
+    for field, a in finite + [(state_field(k), v) for k, v in state.items()]:
+        if not np.all(np.isfinite(a)):
+            fail(path, f"the item field {field} must be finite")
     if np.any(np.isnan(items["expires"])):
         fail(path, "the item field expires must be a time or +inf (never)")
     if not np.all(np.isfinite(items["embeddings"])):

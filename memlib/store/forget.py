@@ -1,0 +1,179 @@
+"""Forgetting: what a consolidation drops and why, and the explanation of one item.
+
+:func:`plan` decides a consolidation without changing anything: the expired items go,
+then, while a budget is exceeded, the unpinned item with the highest forget score under
+the store's policy (ties: the older first). :func:`change` is the plan as one
+:class:`~memlib.store.backend.Change`; :func:`explain_row` and :func:`explain` say why
+an item stays or goes (its forget score and the contributions to its value). Scores
+and values are read with the current session's goal relevance as the consolidation
+fixes it (:func:`goal_fixed`).
+
+:func:`normalise` and :func:`tiers_of` give a value's ``V-bar`` and encoding tier.
+
+>>> import numpy as np
+>>> from memlib.store import MemoryStore
+>>> st = MemoryStore()
+>>> for day, text in enumerate(["I am allergic to peanuts!", "ok", "My sister is Ana."]):
+...     _ = st.add(text, time=float(day), embedding=np.eye(384)[day])
+>>> p = plan(st, st._backend, budget=2, budget_tokens=None, now=3.0, count_pinned=False)
+>>> p["dropped_ids"], p["order"]
+([1], [(1, 'budget')])
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from memlib import FACTORS
+from memlib.cues import STORE_FACTOR_COLUMNS
+from memlib.store.annotate import GOAL, goal_plan
+from memlib.store.backend import Change
+from memlib.value import encoding_tier
+
+_GOAL = FACTORS.index(GOAL)
+
+
+def normalise(store, values: np.ndarray) -> np.ndarray:
+    """``V-bar`` of ``values`` in the store: ``V / sum(w)``, or a cue value's place among its training values."""
+    if store.value_model is not None:
+        return store.value_model.normalise(values)
+    total = store.weights.sum()
+    return values / total if total > 0 else np.zeros(len(values))
+
+
+def tiers_of(store, values: np.ndarray) -> np.ndarray:
+    """The encoding tier of each value (from its normalised value)."""
+    return encoding_tier(np.clip(normalise(store, values), 0, 1))
+
+
+@contextlib.contextmanager
+def goal_fixed(cols, goal_fix):
+    """The factors with the current session's final goal relevance, for the block only."""
+    if goal_fix is None:
+        yield
+        return
+    pos, values = goal_fix
+    factors = cols.view("factors")
+    old = factors[pos, _GOAL].copy()
+    factors[pos, _GOAL] = values
+    try:
+        yield
+    finally:
+        factors[pos, _GOAL] = old
+
+
+def plan(store, data, budget, budget_tokens, now: float, count_pinned: bool) -> dict:
+    """What a consolidation of ``store`` (its backend ``data``) at ``now`` drops; nothing changes.
+
+    Returns a dict: ``goal_fix, now, scores, values, expired, drop`` (bool per item),
+    ``order`` (``(position, reason)`` in the order they go) and ``dropped_ids``.
+    """
+    cols, policy = data.cols, store.policy
+    goal_fix = goal_plan(data)
+    n = cols.n
+    expired = cols.view("expires") <= now if n else np.zeros(0, bool)
+    pinned = cols.view("pinned").astype(bool)
+    tokens = cols.view("tokens")
+    cand = np.flatnonzero(~expired & ~pinned)
+    fixed = ~expired & pinned
+    over_items = over_tokens = False
+    if policy.bounded and budget is not None:
+        room = budget - (int(fixed.sum()) if count_pinned else 0)
+        over_items = len(cand) > max(room, 0)
+    if policy.bounded and budget_tokens is not None:
+        held = int(tokens[cand].sum()) + (int(tokens[fixed].sum()) if count_pinned else 0)
+        over_tokens = held > budget_tokens
+    with goal_fixed(cols, goal_fix):
+        need = bool(expired.any()) or over_items or over_tokens
+        scores = np.asarray(policy.forget_scores(store, now), float) if need and n else np.zeros(n)
+        values = store.values()
+    n_drop = 0
+    order = cand[np.argsort(-scores[cand], kind="stable")] if (over_items or over_tokens) else cand[:0]
+    if over_items:
+        n_drop = len(cand) - max(room, 0)
+    if over_tokens:  # drop in forget order until the remaining tokens fit
+        remaining = held - np.concatenate([[0], np.cumsum(tokens[order])])
+        fits = np.flatnonzero(remaining <= budget_tokens)
+        n_drop = max(n_drop, int(fits[0]) if len(fits) else len(order))
+    drop = expired.copy()
+    drop[order[:n_drop]] = True
+    return {
+        "goal_fix": goal_fix,
+        "now": now,
+        "scores": scores,
+        "values": values,
+        "expired": expired,
+        "drop": drop,
+        "order": [(int(i), "expired") for i in np.flatnonzero(expired)] + [(int(i), "budget") for i in order[:n_drop]],
+        "dropped_ids": cols.view("ids")[drop].tolist(),
+    }
+
+
+def change(store, cols, p: dict) -> Change:
+    """The consolidation planned in ``p`` as one change: the goal fix, the log, the drop and the time."""
+    c = Change(scalars={"now": p["now"]}, drop=p["drop"])
+    if p["goal_fix"] is not None:
+        c.rows.append((p["goal_fix"][0], {GOAL: p["goal_fix"][1]}))
+    idx = np.flatnonzero(p["drop"])
+    values = p["values"][idx]
+    records = zip(
+        cols.view("ids")[idx].tolist(),
+        [cols.strings["texts"][i] for i in idx],
+        cols.view("time")[idx].tolist(),
+        values.tolist(),
+        tiers_of(store, values).tolist(),
+        np.where(p["expired"][idx], "expired", "budget").tolist(),
+        [p["now"]] * len(idx),
+    )
+    c.log = ("forgotten", list(records))
+    return c
+
+
+def explain_row(store, cols, i: int, p: dict, reason=None) -> dict:
+    """Why the item at position ``i`` stays or goes under the plan ``p`` (a row of a dry run)."""
+    f = cols.view("factors")[i].copy()
+    if p["goal_fix"] is not None:
+        pos, values = p["goal_fix"]
+        hit = np.flatnonzero(pos == i)
+        if len(hit):
+            f[_GOAL] = values[hit[0]]
+    if store.value_model is not None:
+        x = np.concatenate([cols.view("static_cues")[i], f[STORE_FACTOR_COLUMNS]])
+        names, contrib = store.value_model.feature_names, store.value_model.contributions(x[None])[0]
+    else:
+        names, contrib = FACTORS, f * store.weights
+    expires = cols.view("expires")[i]
+    row = {"id": int(cols.view("ids")[i]), "text": cols.strings["texts"][i]}
+    if reason is not None:
+        row["reason"] = reason
+    row.update(
+        forget_score=float(p["scores"][i]),
+        value=float(p["values"][i]),
+        tier=str(tiers_of(store, p["values"][i : i + 1])[0]),
+        pinned=bool(cols.view("pinned")[i]),
+        expires=None if np.isinf(expires) else float(expires),
+    )
+    row.update({f"contrib_{name}": float(c) for name, c in zip(names, contrib)})
+    return row
+
+
+def explain(store, data, i: int, now: float) -> dict:
+    """:func:`explain_row` of the item at position ``i`` at ``now``, with ``expired`` and its ``rank`` to go."""
+    cols = data.cols
+    goal_fix = goal_plan(data)
+    with goal_fixed(cols, goal_fix):
+        scores = np.asarray(store.policy.forget_scores(store, now), float)
+        values = store.values()
+    row = explain_row(store, cols, i, {"goal_fix": goal_fix, "scores": scores, "values": values})
+    expired = cols.view("expires") <= now
+    cand = ~expired & ~cols.view("pinned").astype(bool)
+    row["expired"] = bool(expired[i])
+    if cand[i]:
+        c = np.flatnonzero(cand)
+        order = c[np.argsort(-scores[c], kind="stable")]
+        row["rank"] = int(np.flatnonzero(order == i)[0]) + 1
+    else:
+        row["rank"] = None
+    return row
