@@ -12,8 +12,8 @@ ifneq ($(wildcard ../shared/datasets),)
 export MEMLIB_DATA_DIR ?= $(abspath ../shared/datasets)
 endif
 # Caches (embeddings, parsed datasets, factor tables, study results) are content-addressed, so one per user serves every
-# clone: the hour of LongMemEval-S embeddings is paid once per machine. Set MEMLIB_CACHE_DIR to move it.
-export MEMLIB_CACHE_DIR ?= $(HOME)/.cache/memlib
+# clone: the hour of LongMemEval-S embeddings is paid once per machine. memlib keeps them in the user's cache folder
+# ($XDG_CACHE_HOME/memlib, else ~/.cache/memlib: memlib._cachefiles.cache_root); set MEMLIB_CACHE_DIR to move them.
 PIP_QUIET := 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 
 $(STAMP): requirements.txt pyproject.toml
@@ -34,7 +34,7 @@ ifeq ($(PAPER),1)
 export MEMLIB_PAPER := 1
 endif
 
-.PHONY: all install studies book test clean lab lint paper
+.PHONY: all install studies book test test-fast clean lab lint paper
 install: $(STAMP)
 
 ## Run every study headlessly, two at a time; one JSON table per run in results/ (the runs and their
@@ -58,10 +58,15 @@ all: studies book
 paper:
 	$(MAKE) all PAPER=1
 
-## The test suite: library unit tests, doctests and every notebook in quick mode under nbval.
+## The test suite: library unit tests, doctests and every notebook in quick mode under nbval: all of it,
+## the tests marked slow or integration (pyproject.toml) included.
 test: install
 	$(PY) -m memlib notebooks prepare build/nb --quick
 	$(PY) -m pytest tests memlib --doctest-modules --nbval-lax --nbval-current-env build/nb
+
+## The unit tests alone (not marked slow): under a minute on 2 cores.
+test-fast: install
+	$(PY) -m pytest -m "not slow"
 
 ## Edit the chapters in JupyterLab on this venv's kernel: notebooks/*.md open as notebooks and saving
 ## writes the .md (jupytext; paired .ipynb are git-ignored). Config: .jupyter/. Extra flags: LAB_ARGS=...

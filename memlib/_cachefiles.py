@@ -34,8 +34,20 @@ def safe_name(name) -> str:
 
 
 def cache_root() -> Path:
-    """``$MEMLIB_CACHE_DIR`` or ``data/cache`` in the repository."""
-    return Path(os.environ.get("MEMLIB_CACHE_DIR", ROOT / "data" / "cache"))
+    """The folder every memlib cache lives under: one per user, shared by every clone and install.
+
+    Returns
+    -------
+    pathlib.Path
+        ``$MEMLIB_CACHE_DIR`` when it is set; else the user's cache folder:
+        ``$XDG_CACHE_HOME/memlib`` when ``XDG_CACHE_HOME`` is an absolute path (the XDG rule),
+        else ``~/.cache/memlib``. Never a folder inside the repository or the installed package.
+    """
+    if "MEMLIB_CACHE_DIR" in os.environ:
+        return Path(os.environ["MEMLIB_CACHE_DIR"])
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+    return base / "memlib"
 
 
 def atomic_savez(path, **arrays) -> None:

@@ -3,8 +3,9 @@
 The MyST Markdown files under ``notebooks/`` are the source of truth. This
 module turns them into ``.ipynb`` with parameters injected (for nbval and
 papermill), builds the book so that any failing cell fails the build, and
-checks the built HTML loads nothing (script, stylesheet, font, image) from
-another host.
+checks the built HTML (:func:`check_html`): it loads nothing (script,
+stylesheet, font, image) from another host, and no page shows a ``{glue}`` or
+``{eval}`` role as text where its value belongs.
 
 It is also the book's Sphinx extension for math (``_config.yml`` lists it in
 ``extra_extensions``): formulas written as ``$...$`` or ``$$...$$`` are rendered
@@ -14,6 +15,7 @@ which browsers display natively. No MathJax, no script, nothing fetched.
 
 from __future__ import annotations
 
+import html
 import re
 import subprocess
 import sys
@@ -128,8 +130,68 @@ def remote_loads(html_dir) -> list[str]:
     return _matches(html_dir, _REMOTE_LOAD, ("*.html", "*.css"), skip=_LINK_NO_FETCH)
 
 
-#: The name ``memlib book check`` calls: it checks every kind of remote load, scripts included.
-remote_scripts = remote_loads
+#: A MyST role the build printed as text instead of running it (``{glue:text}`name``` in a code span, or a
+#: role MyST did not parse): the reader sees the markup where its value belongs.
+_LITERAL_ROLE = re.compile(r"\{(?:glue|eval)(?::[\w-]*)?\}")
+_TAG = re.compile(r"<[^>]*>")
+
+
+def literal_roles(html_dir) -> list[str]:
+    """Pages under ``html_dir`` that show a ``{glue...}`` or ``{eval...}`` role as text (should be empty).
+
+    Parameters
+    ----------
+    html_dir : str or pathlib.Path
+        The built book (``_build/html``).
+
+    Returns
+    -------
+    list of str
+        One line per page at fault: the page, how many roles it prints, and the first as the reader
+        sees it (tags removed).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> _ = (d / "a.html").write_text('<p>On <code><span class="pre">{glue:text}</span></code>name`` it</p>')
+    >>> _ = (d / "b.html").write_text("<p>On LoCoMo it leads.</p>")
+    >>> literal_roles(d)
+    ['a.html: 1 role printed as text instead of its value: {glue:text}name`` it']
+    """
+    html_dir = Path(html_dir)
+    bad = []
+    for page in sorted(html_dir.rglob("*.html")):
+        text = page.read_text(encoding="utf-8", errors="replace")
+        found = list(_LITERAL_ROLE.finditer(text))
+        if found:
+            start = found[0].start()
+            shown = " ".join(html.unescape(_TAG.sub("", text[start : start + 300])).split())[:80]
+            roles = "role" if len(found) == 1 else "roles"
+            where = page.relative_to(html_dir)
+            bad.append(f"{where}: {len(found)} {roles} printed as text instead of its value: {shown}")
+    return bad
+
+
+def check_html(html_dir) -> list[str]:
+    """Every fault of a built book (should be empty): remote loads, then roles printed as text.
+
+    Parameters
+    ----------
+    html_dir : str or pathlib.Path
+        The built book (``_build/html``).
+
+    Returns
+    -------
+    list of str
+        :func:`remote_loads` followed by :func:`literal_roles`; each line names its page.
+    """
+    return remote_loads(html_dir) + literal_roles(html_dir)
+
+
+#: The name ``memlib book check`` calls: every check of :func:`check_html` (remote loads of any kind,
+#: scripts included, and roles printed as text).
+remote_scripts = check_html
 
 
 def _matches(html_dir, pattern, globs, skip=None) -> list[str]:
@@ -164,7 +226,7 @@ def to_mathml(latex: str, display: bool = False) -> str:
 def _render(self, node, latex: str, display: bool) -> str:
     try:
         return to_mathml(latex, display)
-    except Exception as exc:  # noqa: BLE001 - any converter failure is reported as a build warning (an error)
+    except Exception as exc:  # any converter failure is reported as a build warning (an error)
         from sphinx.util import logging
 
         reason = f"{type(exc).__name__}: {exc}"

@@ -184,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="real-data studies: paper (Table 1 as stated), extended (our reliability cues) or released "
         "(the authors' released experiment; oracle-blind then runs its protocol too); oracle-blind also takes "
-        "both (paper and extended), its default",
+        "both (paper and extended), its default, and all (the three)",
     )
     s.add_argument(
         "--embedding",
@@ -262,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--sample", type=int, default=None, help="a seeded sample of N histories per dataset")
     d.add_argument("--json", action="store_true", help="print the held-out headline as JSON")
 
-    b = sub.add_parser("book", help="build the book, or check a built book loads no remote script")
+    b = sub.add_parser("book", help="build the book, or check a built one (no remote load, no role printed as text)")
     b.add_argument("action", choices=["build", "check"])
     b.add_argument("html_dir", nargs="?", default="_build/html", help="check: the built HTML folder")
     return p
@@ -299,9 +299,9 @@ def main(argv=None) -> int:
 
             if args.action == "build":
                 return book.build_book()
-            bad = book.remote_scripts(args.html_dir)
-            for line in bad:
-                print(f"remote script: {line}", file=sys.stderr)
+            bad = book.check_html(args.html_dir)
+            for line in bad:  # each line names its page and its fault
+                print(line, file=sys.stderr)
             if not any(Path(args.html_dir).rglob("*.html")):
                 print(f"memlib: error: no HTML pages under {args.html_dir}", file=sys.stderr)
                 return 2

@@ -273,6 +273,7 @@ def test_a_dataset_without_turns_annotates_to_nothing(tmp_path, monkeypatch):
     assert ann.cases.n_cases == 0
 
 
+@pytest.mark.slow
 def test_no_usable_cases_is_one_line_for_a_study(tmp_path):
     recs = longmemeval_records()
     path = write_longmemeval(tmp_path / "lme.json", [recs[2], dict(recs[2], question_id="q4_abs")])
@@ -282,6 +283,7 @@ def test_no_usable_cases_is_one_line_for_a_study(tmp_path):
     one_error_line(out, "lme: no usable question (none has a gold turn in its history)")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("study", ["mlp", "sweep", "optimisers"])
 def test_negative_seed_is_one_line(study):
     one_error_line(run("study", study, "--seed", "-1"), "seed must be an integer >= 0, got -1")
@@ -303,6 +305,7 @@ def test_n_splits_has_an_upper_bound_on_the_command_line():
     one_error_line(out, f"n_splits must be at most 10000, got {10**20}")
 
 
+@pytest.mark.slow
 def test_sweep_on_a_file_that_is_not_a_notebook(tmp_path):
     data = write_longmemeval(tmp_path / "lme.json")
     one_error_line(run("sweep", str(data)), f"{data}: not a notebook: sweep runs a notebooks/NN_topic.md")
@@ -341,6 +344,7 @@ def test_locomo_own_file_still_loads():
 # --------------------------------------------------------------------------- minor
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("option", [["--n-splits", "3"], ["--limit", "2"], ["--dataset", "locomo"]])
 def test_synthetic_rejects_options_it_does_not_take(option):
     one_error_line(run("study", "synthetic", *option), f"{option[0]} does not apply to the synthetic study")

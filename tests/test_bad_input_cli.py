@@ -24,12 +24,14 @@ def no_gold(tmp_path):
     return write_jsonl(tmp_path / "nogold.jsonl", [rec])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("study", ["factors", "oracle-blind", "stream", "cues"])
 def test_a_study_on_a_dataset_without_usable_questions_is_one_line(tmp_path, study):
     out = run("study", study, "--dataset", str(no_gold(tmp_path)), MEMLIB_CACHE_DIR=str(tmp_path / "cache"))
     one_error_line(out, "nogold: no usable question (none has a gold turn in its history)")
 
 
+@pytest.mark.slow
 def test_a_transfer_source_without_usable_questions_is_one_line(tmp_path):
     out = run(
         "study",
@@ -44,12 +46,15 @@ def test_a_transfer_source_without_usable_questions_is_one_line(tmp_path):
     one_error_line(out, "nogold: no usable question (none has a gold turn in its history)")
 
 
+@pytest.mark.slow
 def test_a_sweep_value_of_the_wrong_type_is_refused_before_any_run(tmp_path):
     out = run("sweep", "synthetic", "-p", "seed", "abc", "--out", str(tmp_path / "sw"), timeout=60)
     one_error_line(out, "01_synthetic_confounds.md: parameter seed takes an integer (its default is 0), got 'abc'")
     assert not (tmp_path / "sw").exists()  # nothing ran, nothing written
 
 
+@pytest.mark.slow
+@pytest.mark.integration
 def test_a_sweep_run_that_fails_in_its_notebook_is_one_line_naming_the_run(tmp_path):
     out = run("sweep", "synthetic", "-p", "seed", "-1", "--out", str(tmp_path / "sw"))
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
@@ -74,6 +79,7 @@ def test_sweep_parameter_types_follow_the_defaults():
         check_parameter_type("n.md", "keep_fraction", "0.3x", 0.3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("device", ["cuda", "bogus"])
 def test_annotate_refuses_a_device_it_cannot_use_even_when_cached(tmp_path, device):
     data = str(write_jsonl(tmp_path / "c.jsonl"))
@@ -91,6 +97,7 @@ def test_annotate_refuses_a_device_it_cannot_use_even_when_cached(tmp_path, devi
         one_error_line(out, "device 'cuda' is not available: torch")
 
 
+@pytest.mark.slow
 def test_notebooks_prepare_into_a_file_is_one_line(tmp_path):
     target = tmp_path / "afile"
     target.write_text("keep me")
@@ -99,6 +106,7 @@ def test_notebooks_prepare_into_a_file_is_one_line(tmp_path):
     assert target.read_text() == "keep me"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("option", ["--n-train", "--n-test"])
 def test_synthetic_case_counts_have_an_upper_bound(option):
     out = run("study", "synthetic", option, str(10**20), timeout=60)
@@ -156,6 +164,7 @@ def test_a_pinned_file_is_hashed_once_per_process(tmp_path, monkeypatch):
     assert len(reads) == 1
 
 
+@pytest.mark.slow
 def test_the_library_annotate_refuses_a_bogus_device_before_reading_its_cache(tmp_path, monkeypatch):
     from memlib import factors as Fm
 
@@ -166,6 +175,7 @@ def test_the_library_annotate_refuses_a_bogus_device_before_reading_its_cache(tm
         Fm.annotate(ds, "blind", device="bogus", progress=False)
 
 
+@pytest.mark.slow
 def test_a_data_file_whose_name_is_not_utf8_loads(tmp_path):
     """The parse cache's key holds the path: a name with a byte that is not UTF-8 still keys (a review found
     a raw UnicodeEncodeError)."""

@@ -77,6 +77,7 @@ def _random_texts(n=120, seed=0):
     return out
 
 
+@pytest.mark.slow
 def test_the_cut_keeps_the_first_word_pieces_of_hostile_texts():
     tok = Emb._tokenizer()
     assert tok.backend_tokenizer.model.max_input_chars_per_word == T.MAX_WORD_CHARS
@@ -113,6 +114,7 @@ def _locomo_turns(n=30):
     return list(np.random.default_rng(0).choice(ds.texts, n, replace=False))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("setting", ["fast", "reference"])
 def test_ordinary_texts_embed_bit_for_bit_as_uncut(setting, tmp_path, monkeypatch):
     monkeypatch.setenv("MEMLIB_CACHE_DIR", str(tmp_path))
@@ -149,6 +151,7 @@ class Recording:
         return self.model.encode(texts, **kw)
 
 
+@pytest.mark.slow
 def test_a_2_mb_turn_is_cut_before_the_tokenizer_and_scores_fast(tmp_path, monkeypatch):
     monkeypatch.setenv("MEMLIB_CACHE_DIR", str(tmp_path / "cache"))
     real = Emb.load_model(128, "cpu")
@@ -177,6 +180,7 @@ def test_a_2_mb_turn_is_cut_before_the_tokenizer_and_scores_fast(tmp_path, monke
     np.testing.assert_array_equal(cues, Cues.text_cues([T.bounded(giant)]))
 
 
+@pytest.mark.slow
 def test_text_heuristics_read_a_bounded_prefix_that_no_real_turn_reaches(tmp_path, monkeypatch):
     monkeypatch.setenv("MEMLIB_CACHE_DIR", str(tmp_path))
     text = "word " * (T.TEXT_BOUND // 5 + 1000)
@@ -265,6 +269,7 @@ def test_paired_surrogate_escapes_and_escaped_backslashes_are_no_lone_surrogates
     assert any("\U0001f600" in t and "\\ud800" in t for t in ds.texts)
 
 
+@pytest.mark.slow
 def test_the_embedders_clean_text_themselves(tmp_path):
     a = Emb.encode(["a\ud800b", "ok"], "fast", device="cpu")
     np.testing.assert_array_equal(a, Emb.encode(["a\ufffdb", "ok"], "fast", device="cpu"))
@@ -455,6 +460,8 @@ def test_a_factor_table_of_invalid_values_is_named_set_aside_and_recomputed(tmp_
 # --------------------------------------------------------------------------- the int8 setting (part 10)
 
 
+@pytest.mark.slow
+@pytest.mark.integration
 def test_the_int8_setting_writes_nothing_outside_the_cache_and_keeps_its_model_private(tmp_path):
     for package in ("onnxruntime", "onnx"):  # found, not imported: importing onnxruntime here would write ~/.cache
         if importlib.util.find_spec(package) is None:

@@ -1,4 +1,5 @@
-"""The book build must fail loudly when a notebook cell fails, render math offline, and load nothing remote."""
+"""The book build must fail loudly when a notebook cell fails, render math offline, load nothing remote,
+and print no glue or eval role as text (``memlib book check``)."""
 
 import re
 import shutil
@@ -6,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memlib import book
+from memlib import book, cli
 
 NB_HEADER = """---
 jupytext:
@@ -20,6 +21,7 @@ def make_book(tmp_path: Path, cell_source: str, prose: str = "") -> Path:
     shutil.copy(book.ROOT / "_config.yml", tmp_path / "_config.yml")
     (tmp_path / "book").mkdir()
     shutil.copy(book.ROOT / "book" / "references.bib", tmp_path / "book" / "references.bib")
+    shutil.copytree(book.ROOT / "book" / "_static", tmp_path / "book" / "_static")  # _config.yml lists its CSS
     (tmp_path / "intro.md").write_text("# Tiny book\n")
     (tmp_path / "page.md").write_text(
         NB_HEADER + "# Page\n\n" + prose + "\n\n```{code-cell} ipython3\n" + cell_source + "\n```\n"
@@ -28,14 +30,20 @@ def make_book(tmp_path: Path, cell_source: str, prose: str = "") -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
+@pytest.mark.integration
 @pytest.mark.parametrize("source, ok", [("print(1 + 1)", True), ("raise RuntimeError('boom')", False)])
 def test_build_fails_exactly_when_a_cell_fails(tmp_path, source, ok):
     root = make_book(tmp_path, source)
     code = book.build_book(root)
     assert (code == 0) is ok
     if ok:
-        assert "2" in (root / "_build" / "html" / "page.html").read_text()
-        assert book.remote_loads(root / "_build" / "html") == []
+        page = (root / "_build" / "html" / "page.html").read_text()
+        assert "2" in page
+        assert book.check_html(root / "_build" / "html") == []
+        # the book's CSS (code wraps at the right edge) is copied and linked
+        assert re.search(r'<link[^>]*href="_static/memlib\.css', page)
+        assert "white-space: pre-wrap" in (root / "_build" / "html" / "_static" / "memlib.css").read_text()
 
 
 FORMULA = r"""The value is $V(m) = \sum_{i=1}^{7} w_i f_i(m)$ and a turn is forgotten by
@@ -45,6 +53,8 @@ $$
 $$"""
 
 
+@pytest.mark.slow
+@pytest.mark.integration
 def test_math_renders_offline_with_our_config(tmp_path):
     """With the book's _config.yml, $...$ and $$...$$ become MathML in the page; nothing is loaded remotely."""
     root = make_book(tmp_path, "print('ok')", prose=FORMULA)
@@ -66,6 +76,53 @@ def test_remote_load_detector(tmp_path):
     (tmp_path / "e.css").write_text("@font-face { font-family: X; src: url('https://fonts.example/x.woff2'); }")
     bad = book.remote_loads(tmp_path)
     assert [b.split(":")[0] for b in bad] == ["a.html", "c.html", "e.css"]
+
+
+def test_literal_role_detector(tmp_path):
+    """A page that shows ``{glue:text}`` or ``{eval}`` as text fails the check, named; a clean page passes."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "clean.html").write_text("<p>On LoCoMo the learned value leads at 30%.</p><code>glue(x)</code>")
+    (tmp_path / "sub" / "glued.html").write_text(
+        '<p>On <code class="docutils literal notranslate"><span class="pre">{glue:text}</span></code>other_name``'
+        " the learned value leads.</p><p>{glue:text}`n` and {glue:text}`m`</p>"
+    )
+    (tmp_path / "evaled.html").write_text("<p>The mean is {eval}`mean` here.</p>")
+    bad = book.literal_roles(tmp_path)
+    assert [line.split(":")[0] for line in bad] == ["evaled.html", "sub/glued.html"]
+    assert "3 roles printed as text" in bad[1] and "{glue:text}other_name``" in bad[1]
+    assert "1 role printed as text" in bad[0] and "{eval}`mean`" in bad[0]
+    assert book.check_html(tmp_path) == bad  # no remote load here: only the roles
+    (tmp_path / "sub" / "glued.html").unlink()
+    (tmp_path / "evaled.html").unlink()
+    assert book.literal_roles(tmp_path) == [] and book.check_html(tmp_path) == []
+
+
+def test_book_check_names_a_page_that_prints_a_role(tmp_path, capsys):
+    (tmp_path / "index.html").write_text("<p>A clean page.</p>")
+    assert cli.main(["book", "check", str(tmp_path)]) == 0
+    (tmp_path / "08_longmemeval.html").write_text("<p>8 questions from {glue:text}`source``, of which</p>")
+    assert cli.main(["book", "check", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "08_longmemeval.html: 1 role printed as text" in err and "index.html" not in err
+
+
+#: What the chapters' prose looked like (issue 21): a role inside a code span is printed as text.
+ROLE_PROSE = """On `{glue:text}`name`` the value leads.
+
+On {glue:text}`name` it leads again."""
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_a_role_in_a_code_span_is_printed_and_the_check_finds_it(tmp_path):
+    """What ``memlib book check`` looks for is what MyST makes of a role inside backticks."""
+    root = make_book(tmp_path, 'from myst_nb import glue\nglue("name", "LoCoMo", display=False)', prose=ROLE_PROSE)
+    assert book.build_book(root) == 0
+    html_dir = root / "_build" / "html"
+    bad = book.check_html(html_dir)
+    assert [line.split(":")[0] for line in bad] == ["page.html"] and "1 role printed as text" in bad[0]
+    shown = " ".join(re.sub(r"<[^>]*>", "", (html_dir / "page.html").read_text()).split())
+    assert "On LoCoMo it leads again." in shown  # the role outside backticks is replaced by its value
 
 
 #: Code lines longer than this run past the right edge of a rendered chapter.

@@ -9,6 +9,7 @@ def run(*args):
     return subprocess.run([sys.executable, "-m", "memlib", *args], capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_study_synthetic_json_rows():
     out = run("study", "synthetic", "--quick", "--json")
     assert out.returncode == 0, out.stderr
@@ -56,6 +57,8 @@ def test_main_job_runs_every_study_with_its_chapters_parameters():
     assert found >= 6
 
 
+@pytest.mark.slow
+@pytest.mark.integration
 def test_studies_command_writes_each_table_whole_and_stops_at_a_failure(tmp_path, monkeypatch):
     import memlib.studies as S
     from memlib import cli
@@ -71,12 +74,14 @@ def test_studies_command_writes_each_table_whole_and_stops_at_a_failure(tmp_path
     assert not list(tmp_path.glob(".*.tmp"))  # nothing half-written is left
 
 
+@pytest.mark.slow
 def test_study_synthetic_readable_table():
     out = run("study", "synthetic", "--quick")
     assert out.returncode == 0
     assert "learned_V" in out.stdout and "retention" in out.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -100,6 +105,7 @@ def test_bad_parameters_give_one_clear_line(args, message):
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 def test_oracle_blind_on_a_longmemeval_schema_file(tmp_path):
     from fixtures import longmemeval_records, write_longmemeval
 
@@ -120,6 +126,7 @@ def test_oracle_blind_on_a_longmemeval_schema_file(tmp_path):
     assert all({"policy", "regime", "keep_fraction", "mean", "std"} <= set(r) for r in rows)
 
 
+@pytest.mark.slow
 def test_too_few_cases_to_split(tmp_path):
     from fixtures import write_longmemeval
 
@@ -143,6 +150,8 @@ def test_too_few_cases_to_split(tmp_path):
     assert "too few usable cases to split: 1 cases in 1 group(s)" in out.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.integration
 def test_sweep_runs_a_notebook_grid(tmp_path):
     nb = tmp_path / "01_tiny.md"
     nb.write_text(
@@ -164,6 +173,7 @@ def test_sweep_runs_a_notebook_grid(tmp_path):
     assert bad.returncode == 2 and "unknown parameter(s) nosuch" in bad.stderr
 
 
+@pytest.mark.slow
 def test_study_stream_on_a_longmemeval_schema_file(tmp_path):
     from fixtures import write_longmemeval
 
@@ -175,6 +185,7 @@ def test_study_stream_on_a_longmemeval_schema_file(tmp_path):
     assert all(r["retention"] == 1.0 for r in rows if r["policy"] == "rag_unbounded")
 
 
+@pytest.mark.slow
 def test_annotate_command_reports_counts():
     from memlib import datasets
 
@@ -192,6 +203,8 @@ def test_annotate_command_reports_counts():
     assert again["blind_cached"] and again["oracle_cached"]
 
 
+@pytest.mark.slow
+@pytest.mark.integration
 def test_defaults_command_measures_and_writes_a_defaults_file(tmp_path):
     from memlib import datasets
     from memlib.value import load_defaults

@@ -34,6 +34,7 @@ def blind_cues(ds):
     return C.compute_cues(ds, ann, embedding="fast")
 
 
+@pytest.mark.slow
 def test_every_blind_cue_ignores_every_question(lme):
     """The leak test: replacing the questions (one at a time and all at once) changes no cue."""
     base = blind_cues(lme)
@@ -49,12 +50,14 @@ def test_every_blind_cue_ignores_every_question(lme):
         np.testing.assert_array_equal(other.values, base.values)
 
 
+@pytest.mark.slow
 def test_cues_refuse_the_oracle_annotation(lme):
     ann = Fm.annotate(lme, "oracle", embedding="fast", use_cache=False, progress=False)
     with pytest.raises(ParameterError, match="blind"):
         C.compute_cues(lme, ann)
 
 
+@pytest.mark.slow
 def test_cue_values_point_at_their_turns(lme):
     ann = Fm.annotate(lme, "blind", embedding="fast", use_cache=False, progress=False)
     t = C.compute_cues(lme, ann)
@@ -171,6 +174,7 @@ def test_surrogate_is_deterministic_and_signed():
     assert np.argmax(np.abs(w1)) in (col["numbers"], col["hedge"])
 
 
+@pytest.mark.slow
 def test_study_on_planted_cues_finds_the_planted_signal():
     data = planted()
     res = S.cue_study_on_data(data, n_splits=3, quick=True, n_boot=50, weight_boot=10)
@@ -205,6 +209,7 @@ def test_logo_splits_cover_every_group_once():
     assert all(not set(tr) & set(te) for tr, te in sp)
 
 
+@pytest.mark.slow
 def test_cli_prints_cue_rows(tmp_path):
     recs = longmemeval_records()
     for i in range(4):

@@ -82,6 +82,8 @@ def test_int8_setting_is_the_fast_length_on_its_own_cache():
         Emb.encode(["a"], setting="int8", device="cuda")
 
 
+@pytest.mark.slow
+@pytest.mark.integration
 def test_int8_export_agrees_with_the_torch_model(tmp_path, monkeypatch):
     pytest.importorskip("onnxruntime")
     pytest.importorskip("onnx")

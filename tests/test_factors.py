@@ -32,6 +32,7 @@ def test_blind_factors_do_not_change_when_questions_change(lme):
     np.testing.assert_array_equal(o1.cases.factors[..., others], o2.cases.factors[..., others])
 
 
+@pytest.mark.slow
 def test_blind_factors_on_locomo_ignore_questions():
     try:
         ds = D.load("locomo").limit(1)
@@ -43,6 +44,7 @@ def test_blind_factors_on_locomo_ignore_questions():
     assert a.cases.n_haystacks == 1  # every question of the conversation shares one history
 
 
+@pytest.mark.slow
 def test_factor_values_in_unit_interval_and_inert_columns(lme):
     for regime in ("blind", "oracle"):
         ann = Fm.annotate(lme, regime, use_cache=False, progress=False)
@@ -52,6 +54,7 @@ def test_factor_values_in_unit_interval_and_inert_columns(lme):
         assert ann.cases.n_cases == 2  # the abstention question has no gold
 
 
+@pytest.mark.slow
 def test_optional_factors_become_live(lme):
     r = np.arange(len(lme.turns))
     ann = Fm.annotate(
@@ -72,6 +75,7 @@ def test_optional_factors_become_live(lme):
         Fm.annotate(lme, "blind", task_utility=lambda t: np.full(len(t), 2.0), use_cache=False, progress=False)
 
 
+@pytest.mark.slow
 def test_self_relevance_is_causal(lme, tmp_path):
     ann = Fm.annotate(lme, "blind", use_cache=False, progress=False)
     t = ann.turn_table(lme, 0)
@@ -88,6 +92,7 @@ def test_self_relevance_is_causal(lme, tmp_path):
     np.testing.assert_allclose(s["self_relevance"].to_numpy(), t["self_relevance"].to_numpy()[:n])
 
 
+@pytest.mark.slow
 def test_second_run_is_served_from_cache(lme, tmp_path, monkeypatch):
     monkeypatch.setenv("MEMLIB_CACHE_DIR", str(tmp_path / "cache"))
     a = Fm.annotate(lme, "oracle", progress=False)
@@ -102,6 +107,7 @@ def test_second_run_is_served_from_cache(lme, tmp_path, monkeypatch):
     assert not list((tmp_path / "cache").rglob("*.tmp"))
 
 
+@pytest.mark.slow
 def test_gold_positions_point_at_gold_text(lme):
     ann = Fm.annotate(lme, "blind", use_cache=False, progress=False)
     cs = ann.cases
@@ -110,6 +116,7 @@ def test_gold_positions_point_at_gold_text(lme):
     assert len(texts) == 3
 
 
+@pytest.mark.slow
 def test_jsonl_annotates(tmp_path):
     ds = D.load(str(write_jsonl(tmp_path / "c.jsonl")))
     ann = Fm.annotate(ds, "blind", use_cache=False, progress=False)
@@ -137,6 +144,7 @@ def test_blind_factors_ignore_questions_in_every_factor_set_and_reading(lme, fac
         np.testing.assert_array_equal(a.cases.factors, b.cases.factors)
 
 
+@pytest.mark.slow
 def test_paper_reliability_is_provenance_only(lme):
     roles = ["user", "user", "assistant", "assistant"]
     texts = ["Maybe I like it?", "I work as a nurse.", "You might like it.", "Paris is in France."]
@@ -205,6 +213,7 @@ def test_parallel_emotion_equals_serial():
     np.testing.assert_array_equal(a[1], b[1])
 
 
+@pytest.mark.slow
 def test_cache_path_stays_inside_the_cache_root(tmp_path, monkeypatch):
     monkeypatch.setenv("MEMLIB_CACHE_DIR", str(tmp_path / "cache"))
     ds = D.load_jsonl(write_jsonl(tmp_path / "conv.jsonl"), name="../../escaped")
@@ -219,6 +228,7 @@ def test_cache_path_stays_inside_the_cache_root(tmp_path, monkeypatch):
         assert "/" not in Fm._safe_name(name) and not Fm._safe_name(name).startswith(".")
 
 
+@pytest.mark.slow
 def test_annotation_reports_options_and_peak_memory(lme):
     ann = Fm.annotate(lme, "blind", factor_set="extended", embedding="fast", use_cache=False, progress=False)
     assert ann.info["factor_set"] == "extended" and ann.info["max_seq_length"] == 128

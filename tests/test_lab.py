@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / ".jupyter" / "jupyter_server_config.py"
 CHAPTER = "notebooks/01_synthetic_confounds.md"
 BUDGET = 55.0  # seconds, for everything from server start to shutdown
+pytestmark = [pytest.mark.slow, pytest.mark.integration]  # a JupyterLab server and a kernel: 10 s and more
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 

@@ -111,6 +111,7 @@ def more_questions(records, n=6):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("factor_set", ["paper", "released"])
 def test_renaming_ids_and_shuffling_questions_changes_no_split_or_study_result(tmp_path, monkeypatch, factor_set):
     """Splits follow the questions' content, so every Table 3 figure, per-question retention and
@@ -124,10 +125,7 @@ def test_renaming_ids_and_shuffling_questions_changes_no_split_or_study_result(t
     other, qids = renamed(records, seed=5)
     (tmp_path / "a.json").write_text(json.dumps(records))
     (tmp_path / "b.json").write_text(json.dumps(other))
-    a, b = (
-        oracle_vs_blind(str(tmp_path / f"{x}.json"), n_splits=4, factor_set=factor_set, n_boot=200)
-        for x in "ab"
-    )
+    a, b = (oracle_vs_blind(str(tmp_path / f"{x}.json"), n_splits=4, factor_set=factor_set, n_boot=200) for x in "ab")
     cols = ["policy", "regime", "mean", "std"]
     assert a.summary[cols].equals(b.summary[cols])
     assert a.bootstrap.drop(columns=[]).equals(b.bootstrap)

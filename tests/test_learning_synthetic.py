@@ -74,6 +74,7 @@ def test_synthetic_study_rejects_bad_parameters(kwargs, message):
         synthetic_confounds(**kwargs)
 
 
+@pytest.mark.slow
 def test_cma_es_keeps_dead_factors_at_zero_and_is_seeded():
     from memlib.learning import cma_es
 

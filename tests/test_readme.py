@@ -22,6 +22,7 @@ from memlib import FACTORS
 from memlib.store import MemoryStore
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+pytestmark = pytest.mark.slow  # the store on the real sentence model (its load alone: 5 s on 2 cores)
 
 
 def python_blocks() -> list[str]:

@@ -54,6 +54,7 @@ def xor_cases(n_cases=80, seed=0):
     return CaseSet.from_cases(factors, times, gold)
 
 
+@pytest.mark.slow
 def test_mlp_learns_an_interaction_a_linear_value_cannot():
     train, test = xor_cases(seed=0), xor_cases(seed=1)
     live = train.live_factors
@@ -68,6 +69,7 @@ def test_mlp_learns_an_interaction_a_linear_value_cannot():
     assert r_mlp > r_lin + 0.2
 
 
+@pytest.mark.slow
 def test_mlp_on_linearly_separable_factors_ranks_gold_first():
     rng = np.random.default_rng(3)
     F = [np.c_[rng.random((30, 1)), np.zeros((30, 6))] for _ in range(40)]
@@ -191,6 +193,7 @@ def test_learned_weights_say_what_is_missing(tmp_path):
         memlib.learned_weights(3)
 
 
+@pytest.mark.slow
 def test_mlp_ablation_on_planted_cases():
     res = mlp_ablation_on_cases(planted_regimes()["blind"], n_splits=3, quick=True)
     per = res.per_split.pivot(index="split", columns="policy", values="retention")

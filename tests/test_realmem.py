@@ -228,6 +228,7 @@ def test_bad_realmem_records_are_one_line(tmp_path):
         D.load_realmem(tmp_path / "d")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not REAL.is_dir(), reason="the shared RealMem copy is not here")
 def test_the_release_loads_with_the_counts_source_md_gives(monkeypatch):
     monkeypatch.setenv("MEMLIB_DATA_DIR", str(SHARED))
@@ -264,6 +265,8 @@ def test_renaming_every_identifier_leaves_factors_and_cues_identical(tmp_path, m
             np.testing.assert_array_equal(compute_cues(a, x).values, compute_cues(b, y).values)
 
 
+@pytest.mark.slow
+@pytest.mark.integration
 @pytest.mark.skipif(not REAL.is_dir(), reason="the shared RealMem copy is not here")
 def test_a_study_runs_on_a_slice_of_realmem_from_the_command_line():
     """CI's quick mode on RealMem: two personas (one to learn on, one to test), Table 3's rows."""

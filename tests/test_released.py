@@ -252,6 +252,7 @@ def test_the_causality_audit_names_what_reads_the_future():
     assert t.loc["paper", "goal_relevance"] == "later turns of its own session"
 
 
+@pytest.mark.slow
 def test_the_released_study_runs_and_labels_the_authors_figures(lme_file):
     from memlib.studies.released import released_study
 

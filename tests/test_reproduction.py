@@ -120,6 +120,7 @@ def test_session_overlap_and_components(tmp_path):
     assert R._components([]) == 0
 
 
+@pytest.mark.slow
 def test_reading_and_variant_tables_on_the_fixture(tmp_path, monkeypatch):
     monkeypatch.setenv("MEMLIB_CACHE_DIR", str(tmp_path / "cache"))
     ds = D.load(str(write_longmemeval(tmp_path / "lme.json"))).usable()
@@ -133,6 +134,7 @@ def test_reading_and_variant_tables_on_the_fixture(tmp_path, monkeypatch):
     assert set(vt.query("regime == 'oracle'")["variant"]) == {R.VARIANTS[0][0], *(label for label, _ in R.SCALINGS)}
 
 
+@pytest.mark.slow
 def test_the_reproduction_result_is_cached_whole(tmp_path, monkeypatch):
     from memlib.studies import _cache
 

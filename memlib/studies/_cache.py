@@ -126,7 +126,7 @@ def key(name: str, func, args: tuple, kwargs: dict) -> str:
             spec["data"] = data_fingerprint(params["dataset"])
         except Uncacheable:
             raise
-        except Exception as exc:  # noqa: BLE001 - a missing or unreadable file: the study reports it
+        except Exception as exc:  # a missing or unreadable file: the study reports it
             raise Uncacheable(f"dataset {params['dataset']!r}: {exc}") from None
     try:
         text = json.dumps(spec, sort_keys=True, default=_plain)
@@ -163,7 +163,7 @@ def cached(name: str, func):
         if path.is_file():
             try:
                 return load(path)
-            except Exception as exc:  # noqa: BLE001 - a damaged file is recomputed, never fatal
+            except Exception as exc:  # a damaged file is recomputed, never fatal
                 warnings.warn(f"{path}: unreadable cached result ({exc}); recomputing", stacklevel=2)
         result = func(*args, **kwargs)
         try:

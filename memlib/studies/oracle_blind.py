@@ -139,7 +139,7 @@ def oracle_vs_blind(
     ``factor_set`` is ``paper`` (Table 1 as stated), ``extended`` (our
     reliability cues), ``released`` (the authors' released experiment) or
     ``both`` (the default: paper and extended on the same splits, told apart by
-    a ``factor_set`` column in every table). ``sample``, ``embedding`` and
+    a ``factor_set`` column in every table) or ``all`` (the three). ``sample``, ``embedding`` and
     ``readings`` choose the data (see :func:`~._common.load_regimes`).
     ``protocol`` (:data:`~._common.PROTOCOLS`) defaults to ``released`` for the
     released factor set and to ``memlib`` otherwise.
@@ -150,8 +150,10 @@ def oracle_vs_blind(
     n_splits = check_int("n_splits", n_splits, minimum=2)
     if factor_set == "both":
         sets = FACTOR_SETS
+    elif factor_set == "all":
+        sets = ALL_FACTOR_SETS
     else:
-        sets = (check_choice("factor_set", factor_set, (*ALL_FACTOR_SETS, "both")),)
+        sets = (check_choice("factor_set", factor_set, (*ALL_FACTOR_SETS, "both", "all")),)
     parts = []
     for fs in sets:
         proto = get_protocol(protocol if protocol is not None else ("released" if fs == "released" else "memlib"))
