@@ -8,7 +8,8 @@ objective itself.
 
 Every cue is a function of a turn and its past, never of a question:
 
-* **text cues** read the turn's own text (regular expressions; no model);
+* **text cues** read the turn's own text (regular expressions; no model;
+  :data:`TEXT_CUES`, defined with the factors' word lists in :mod:`memlib.text_cues`);
 * **turn cues** read its role, speaker and place in its session;
 * **history cues** read the sentence embeddings (:mod:`memlib.embeddings`, the
   cache the factors use) of the turn and of earlier turns of the history;
@@ -36,7 +37,6 @@ history, so that weights on different cues are comparable.
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 
@@ -45,7 +45,7 @@ import pandas as pd
 
 from memlib import FACTORS
 from memlib._checks import ParameterError
-from memlib._text import bounded
+from memlib.text_cues import TEXT_CUES, text_cues
 
 
 @dataclass(frozen=True)
@@ -99,8 +99,6 @@ CUE_NAMES = tuple(c.name for c in CUES)
 CUE_GROUPS = tuple(dict.fromkeys(c.group for c in CUES))
 #: Cue groups that can reflect how a benchmark placed its evidence rather than what a turn says.
 POSITION_GROUP = "position"
-#: Columns of the text cues, as :func:`text_cues` returns them.
-TEXT_CUES = ("is_question", "hedge", "first_person", "numbers", "dates", "names", "length")
 _PAPER_COLUMNS = {"goal": FACTORS.index("goal_relevance"), "self": FACTORS.index("self_relevance"), "emotion": 0}
 #: The cues a live store computes for every item (:func:`store_cues`): each is a function of the
 #: item's own text, its role and the store's paper factors, so a store reopened from its file
@@ -110,61 +108,6 @@ _PAPER_COLUMNS = {"goal": FACTORS.index("goal_relevance"), "self": FACTORS.index
 STORE_CUES = ("is_user", *TEXT_CUES, "goal", "self", "emotion")
 #: Columns of :data:`memlib.FACTORS` that hold the last three store cues (goal, self, emotion).
 STORE_FACTOR_COLUMNS = [_PAPER_COLUMNS[k] for k in ("goal", "self", "emotion")]
-
-# The hedge and first-person lexicons are those of memlib.factors.reliability (the extended factor set).
-_HEDGE_WORDS = frozenset({"maybe", "might", "perhaps", "probably", "possibly"})
-_HEDGE_PHRASE = re.compile(r"\b(?:i think|i guess|i suppose|not sure|i believe|kind of|sort of|i'?m not certain)\b")
-_FIRST_WORDS = frozenset({"i", "i'm", "i've", "i'd", "i'll", "my", "mine", "me", "we", "our", "we're", "we've"})
-# Month and day names count when capitalised (so the verb "may" and the word "march" do not).
-_CAPITAL_DATES = frozenset(
-    "January February March April May June July August September October November December "
-    "Jan Feb Mar Apr Jun Jul Aug Sep Sept Oct Nov Dec "
-    "Monday Tuesday Wednesday Thursday Friday Saturday Sunday".split()
-)
-# relative dates, read on the lower-cased text
-_RELATIVE_DATE = re.compile(
-    r"\b(?:yesterday|today|tomorrow|tonight|weekend)\b"
-    r"|\b(?:last|next|this) (?:week|month|year|summer|winter|spring|fall|autumn)\b"
-)
-_WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
-_NUMBER = re.compile(r"\d+(?:[.,:/]\d+)*")
-# clock times (10:30), years (1990-2039) and numeric dates (3/14, 3/14/2023)
-_NUMERIC_DATE = re.compile(r"\b\d{1,2}:\d{2}\b|\b(?:19\d{2}|20[0-3]\d)\b|\b\d{1,2}/\d{1,2}(?:/\d{2,4})?\b")
-# a capitalised word that follows a letter, digit or comma and a space (so not the first word of a sentence)
-_NAME = re.compile(r"(?<=[\w,;] )[A-Z][a-z]+")
-
-
-def _text_cue_row(text: str) -> tuple:
-    text = bounded(text)  # the first TEXT_BOUND characters, as the emotion factor reads
-    words = _WORD.findall(text)
-    low = text.lower()
-    lowset = {w.lower() for w in words}
-    question = text.rstrip().endswith("?")
-    hedge = not lowset.isdisjoint(_HEDGE_WORDS) or _HEDGE_PHRASE.search(low) is not None
-    first = not question and not lowset.isdisjoint(_FIRST_WORDS)
-    dates = (
-        sum(map(_CAPITAL_DATES.__contains__, words))
-        + len(_RELATIVE_DATE.findall(low))
-        + len(_NUMERIC_DATE.findall(text))
-    )
-    return question, hedge, first, len(_NUMBER.findall(text)), dates, len(_NAME.findall(text)), len(text.split())
-
-
-def text_cues(texts) -> np.ndarray:
-    """The text cues (:data:`TEXT_CUES`) of each text, shape (n, 7), float32.
-
-    One pass per text: a word tokenisation, set look-ups for the lexicons, and three
-    case-sensitive regular expressions (numbers, numeric dates, capitalised names).
-    Hedges and first person are binary; counts are ``log(1 + count)``. A text is read up to
-    its first :data:`memlib._text.TEXT_BOUND` characters (cut at white space), as the
-    emotion factor reads it: more than any turn of LoCoMo or LongMemEval holds.
-
-    >>> text_cues(["Maybe.", "My sister Ana visits on Friday at 10:30!"]).astype(float).round(2).tolist()[1]
-    [0.0, 0.0, 1.0, 0.69, 1.1, 1.1, 2.2]
-    """
-    rows = np.array([_text_cue_row(str(t)) for t in texts], dtype=np.float64).reshape(-1, len(TEXT_CUES))
-    rows[:, 3:] = np.log1p(rows[:, 3:])
-    return rows.astype(np.float32)
 
 
 def novelty(E: np.ndarray) -> np.ndarray:

@@ -6,6 +6,10 @@ of the model tag, the maximum sequence length and the text. The cache is a
 folder of ``.npz`` shards (raw keys and float32 unit vectors, no pickle); each
 shard is written to a temporary file and renamed, so an interrupted run
 leaves only whole shards behind and the next run resumes where it stopped.
+It is the :class:`EmbeddingCache` of :mod:`memlib.embedding_cache`
+(re-exported here, with the cache file helpers of :mod:`memlib._cachefiles`);
+this module holds the model, its settings and devices, and :func:`embed`
+and :func:`encode`.
 
 Three named settings (:data:`SETTINGS`) trade accuracy for time on long texts:
 ``reference`` truncates at 256 word pieces (the sentence-transformers default
@@ -39,7 +43,6 @@ import hashlib
 import json
 import os
 import tempfile
-import time
 import warnings
 from pathlib import Path
 
@@ -58,10 +61,15 @@ from memlib._cachefiles import (  # noqa: F401 - re-exported: memlib.embeddings.
 )
 from memlib._checks import check_int
 from memlib._text import CUT_CHARS_PER_PIECE, clean_text, cut_to_word_pieces
+from memlib.embedding_cache import (  # noqa: F401 - re-exported: memlib.embeddings.EmbeddingCache etc.
+    DIM,
+    MODEL_TAG,
+    UNIT_TOLERANCE,
+    EmbeddingCache,
+    _check_vectors,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
-MODEL_TAG = "all-MiniLM-L6-v2"
-DIM = 384
 #: Texts embedded between two cache writes (so an interrupt loses at most this much work).
 SHARD_SIZE = 2048
 #: Named embedding settings: the maximum sequence length in word pieces and the runtime.
@@ -141,116 +149,6 @@ def check_device(device: str) -> str:
     if device == "mps" and (mps is None or not mps.is_available()):
         raise ParameterError(f"device 'mps' is not available: torch {torch.__version__} sees no Metal device")
     return device
-
-
-#: How far from 1 the length of a cached vector may be (they are stored as float32 unit vectors).
-UNIT_TOLERANCE = 1e-3
-
-
-def _check_vectors(vecs: np.ndarray) -> None:
-    """Raise ValueError unless ``vecs`` are finite float vectors of unit length (what a shard must hold)."""
-    if vecs.dtype.kind != "f" or vecs.shape[1] != DIM:
-        raise ValueError(f"vectors of dtype {vecs.dtype} and shape {vecs.shape}, not {DIM} floats each")
-    finite = np.isfinite(vecs).all(axis=1)
-    if not finite.all():
-        raise ValueError(f"{int((~finite).sum())} of {len(vecs)} vectors are not finite (NaN or infinite)")
-    norm = np.linalg.norm(vecs.astype(np.float64), axis=1)
-    off = np.abs(norm - 1.0) > UNIT_TOLERANCE
-    if off.any():
-        raise ValueError(
-            f"{int(off.sum())} of {len(vecs)} vectors are not of unit length (e.g. {norm[off][0]:.6g}); "
-            "the cache holds normalised embeddings"
-        )
-
-
-class EmbeddingCache:
-    """Content-addressed store of text embeddings in ``.npz`` shards (checked when read: :func:`_check_vectors`)."""
-
-    def __init__(self, directory=None, model_tag: str = MODEL_TAG, max_seq_length: int = 256):
-        self.model_tag = model_tag
-        self.max_seq_length = max_seq_length
-        self.directory = Path(directory or cache_root() / "embeddings") / f"{model_tag}-{max_seq_length}"
-        self._index: dict[bytes, int] = {}
-        self._blocks: list[np.ndarray] = []
-        self._vectors: np.ndarray | None = None
-        self._writable: bool | None = None
-        self._load()
-
-    def key(self, text: str) -> bytes:
-        return hashlib.sha256(f"{self.model_tag}\0{self.max_seq_length}\0{text}".encode()).digest()
-
-    def _load(self):
-        if not self.directory.is_dir():
-            return
-        for shard in sorted(self.directory.glob("shard-*.npz")):
-            try:
-                z = read_npz(shard, ("keys", "vectors"))
-                keys, vecs = z["keys"], z["vectors"]
-                if keys.dtype != np.uint8 or keys.shape[1:] != (32,) or vecs.ndim != 2 or len(vecs) != len(keys):
-                    raise ValueError(f"keys of shape {keys.shape} do not match vectors of shape {vecs.shape}")
-                _check_vectors(vecs)
-            except FileNotFoundError:  # removed since the folder was listed
-                continue
-            except CORRUPT_ERRORS as exc:
-                set_aside(shard, exc)
-                continue
-            self._add(keys, vecs)
-
-    def writable(self) -> bool:
-        """Whether new shards can be written (checked once; see :func:`cache_folder_ok`)."""
-        if self._writable is None:
-            self._writable = cache_folder_ok(self.directory)
-        return self._writable
-
-    def _add(self, keys: np.ndarray, vecs: np.ndarray):
-        base = sum(len(b) for b in self._blocks)
-        new = 0
-        rows = []
-        for i, k in enumerate(keys):
-            kb = bytes(k)
-            if kb not in self._index:
-                self._index[kb] = base + new
-                rows.append(i)
-                new += 1
-        if rows:
-            self._blocks.append(np.asarray(vecs[rows], dtype=np.float32))
-            self._vectors = None
-
-    def __len__(self) -> int:
-        return len(self._index)
-
-    @property
-    def vectors(self) -> np.ndarray:
-        if self._vectors is None:
-            self._vectors = np.concatenate(self._blocks) if self._blocks else np.zeros((0, DIM), np.float32)
-        return self._vectors
-
-    def get(self, texts) -> tuple[np.ndarray, np.ndarray]:
-        """Cached vectors for ``texts`` (zeros where missing) and a found mask."""
-        idx = np.array([self._index.get(self.key(t), -1) for t in texts], dtype=np.int64)
-        found = idx >= 0
-        dim = self.vectors.shape[1] if len(self) else DIM
-        out = np.zeros((len(texts), dim), np.float32)
-        if found.any():
-            out[found] = self.vectors[idx[found]]
-        return out, found
-
-    def put(self, texts, vectors) -> None:
-        """Add vectors and write them as one new shard (atomically).
-
-        When the folder cannot take the shard, the vectors are kept in memory
-        only, with a :class:`CacheWarning`.
-        """
-        keys = np.frombuffer(b"".join(self.key(t) for t in texts), dtype=np.uint8).reshape(-1, 32)
-        vectors = np.asarray(vectors, dtype=np.float32)
-        if self.writable():
-            name = f"shard-{time.time_ns():020d}-{os.getpid()}.npz"
-            try:
-                atomic_savez(self.directory / name, keys=keys, vectors=vectors)
-            except OSError as exc:  # e.g. the disk filled up, or the folder turned read-only
-                self._writable = False
-                report_unwritable(self.directory, exc)
-        self._add(keys, vectors)
 
 
 _CACHES: dict = {}

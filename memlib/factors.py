@@ -37,6 +37,14 @@ Blind factors never read a question: :func:`annotate` touches question text
 only through the ``oracle`` anchor, and a test replaces every question to
 prove the blind table does not change.
 
+This module computes the table (:func:`annotate`) and the self relevance; its
+parts live in their own modules, and every public name of them is importable
+from here too: what is read of a turn's text (VADER, emotional intensity,
+reliability) in :mod:`memlib.text_cues`, the goal anchors in
+:mod:`memlib.goal_anchors`, the factor sets and their readings in
+:mod:`memlib.factor_sets`, and the table (:class:`Annotation`) and its cache
+file in :mod:`memlib.factor_table`.
+
 >>> emotional_intensity(["The meeting is at noon.", "I LOVE this, it is SO amazing!!!"]).round(2).tolist()
 [0.0, 0.93]
 >>> reliability(["user", "assistant", "user"], ["I work as a nurse.", "You might like it.", "Where is it?"]).tolist()
@@ -47,10 +55,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import re
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -59,440 +64,49 @@ import pandas as pd
 from memlib import FACTORS
 from memlib._cachefiles import safe_name as _safe_name
 from memlib._checks import ParameterError, check_choice
-from memlib._text import bounded
+from memlib.cases import CaseSet
 from memlib.datasets import Dataset, DatasetError
-from memlib.embeddings import (
-    CORRUPT_ERRORS,
-    atomic_savez,
-    cache_folder_ok,
-    cache_root,
-    check_device,
-    embed,
-    read_npz,
-    report_unwritable,
-    set_aside,
+from memlib.embeddings import cache_folder_ok, cache_root, check_device, embed, report_unwritable, set_aside
+
+# The parts of the annotator that live in their own modules, importable from here too (studies, the
+# store, tests and notebooks read them as memlib.factors.<name>).
+from memlib.factor_sets import (
+    ALL_FACTOR_SETS,
+    EMOTION_READINGS,
+    FACTOR_SETS,
+    GOAL_READINGS,
+    HISTORY_ORDERS,
+    READINGS,
+    RELIABILITY_READINGS,
+    SELF_READINGS,
+    resolve_readings,
 )
-from memlib.metrics import CaseSet
+from memlib.factor_table import Annotation, load_annotation, save_annotation
+from memlib.goal_anchors import (
+    ANCHORS,
+    BLIND_ANCHORS,
+    EarlierInSessionAnchor,
+    QuestionAnchor,
+    SessionCentroidAnchor,
+    SessionOrHistoryAnchor,
+    _cos01,
+)
 from memlib.rule_emotion import rule_intensity
+from memlib.text_cues import (
+    AROUSAL_READINGS,
+    PARALLEL_MIN_TEXTS,
+    PROVENANCE,
+    VADER_PIECE_CHARS,
+    emotion_and_valence,
+    emotion_features,
+    emotional_intensity,
+    intensity_from_features,
+    reliability,
+    vader_scores,
+)
 
 REGIMES = ("blind", "oracle")
 INERT_WITHOUT_INPUT = ("value_alignment", "task_utility", "usage_history")
-
-_HEDGES = re.compile(
-    r"\b(maybe|might|perhaps|probably|possibly|i think|i guess|i suppose|not sure|i believe|"
-    r"kind of|sort of|i'?m not certain)\b",
-    re.IGNORECASE,
-)
-_FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|my|mine|me|we|our|we're|we've)\b", re.IGNORECASE)
-_CAPS = re.compile(r"\b[A-Z]{2,}\b")
-_WORDS = re.compile(r"[a-z']+")
-
-_VADER = None
-
-#: Texts longer than this many characters are scored by VADER in pieces of at most this size
-#: (split at sentence ends, else at white space). VADER's cost grows quadratically with length
-#: (a 59 KB turn took 20 s); in pieces it grows linearly. Shorter texts are scored exactly as
-#: ``SentimentIntensityAnalyzer.polarity_scores`` scores them.
-VADER_PIECE_CHARS = 2000
-#: Arousal readings of emotional intensity ``|valence| * arousal`` (see :func:`emotion_and_valence`).
-AROUSAL_READINGS = ("structural", "constant", "lexical")
-#: Factor sets: the paper's Table 1 as stated, and our extension of its reliability heuristic.
-#: The factor sets that the store computes online, turn by turn, as well as :func:`annotate` (and the studies).
-FACTOR_SETS = ("paper", "extended")
-#: Every factor set :func:`annotate` computes: :data:`FACTOR_SETS` and ``released``, the reading of the
-#: authors' released experiment (:data:`READINGS`), which reads a whole history at once.
-ALL_FACTOR_SETS = (*FACTOR_SETS, "released")
-#: Readings of the user centroid of self relevance: the user's strictly earlier turns (causal, the
-#: default), earlier turns and the turn itself, or all the user's turns of the history (not causal).
-SELF_READINGS = ("earlier", "inclusive", "through_session", "history")
-#: Readings of the blind goal anchor (:data:`ANCHORS`): the centroid of the session's user turns with the
-#: session's turns as fallback (``session``) or the history's user turns (``session_or_history``), or of
-#: the session's strictly earlier user turns (``earlier_in_session``, causal at each turn).
-GOAL_READINGS = ("session", "session_or_history", "earlier_in_session")
-#: Emotion readings: VADER valence times arousal (Table 1 as memlib reads it), or the released rules.
-EMOTION_READINGS = ("vader", "rules")
-#: Reliability readings: provenance 0.8 / 0.4 (``paper``), 0.7 / 0.4 (``released``), or with our cues.
-RELIABILITY_READINGS = ("paper", "released", "extended")
-#: Order of a history's turns: by date (``time``; turn times in days) or as its file lists its sessions
-#: (``file``; a turn's time is then its session's index, the only clock the released experiment reads).
-HISTORY_ORDERS = ("time", "file")
-#: What each factor set reads (a key given to :func:`annotate` overrides its set's).
-READINGS = {
-    "paper": {"emotion": "vader", "self": "earlier", "goal": "session", "reliability": "paper", "order": "time"},
-    "extended": {"emotion": "vader", "self": "earlier", "goal": "session", "reliability": "extended", "order": "time"},
-    "released": {
-        "emotion": "rules",
-        "self": "history",
-        "goal": "session_or_history",
-        "reliability": "released",
-        "order": "file",
-    },
-}
-_READING_CHOICES = {
-    "emotion": EMOTION_READINGS,
-    "self": SELF_READINGS,
-    "goal": GOAL_READINGS,
-    "reliability": RELIABILITY_READINGS,
-    "order": HISTORY_ORDERS,
-}
-#: Provenance reliability of a (user, assistant) turn under each reading without cues.
-PROVENANCE = {"paper": (0.8, 0.4), "released": (0.7, 0.4)}
-
-
-def resolve_readings(factor_set: str, readings: dict | None = None) -> dict:
-    """The readings of ``factor_set`` (:data:`READINGS`) with ``readings`` laid over them, checked.
-
-    >>> resolve_readings("released", {"self": "earlier"})["self"], resolve_readings("paper")["emotion"]
-    ('earlier', 'vader')
-    >>> resolve_readings("paper", {"colour": "blue"})
-    Traceback (most recent call last):
-    ...
-    memlib._checks.ParameterError: unknown reading 'colour'; known: emotion, self, goal, reliability, order
-    """
-    check_choice("factor_set", factor_set, ALL_FACTOR_SETS)
-    out = dict(READINGS[factor_set])
-    for key, value in (readings or {}).items():
-        if key not in _READING_CHOICES:
-            raise ParameterError(f"unknown reading {key!r}; known: {', '.join(_READING_CHOICES)}")
-        out[key] = check_choice(f"{key} reading", value, _READING_CHOICES[key])
-    return out
-
-
-_SENTENCE_END = re.compile(r"(?<=[.!?\n])\s+")
-
-
-def _vader():
-    global _VADER
-    if _VADER is None:
-        from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
-
-        _VADER = SentimentIntensityAnalyzer()
-    return _VADER
-
-
-def _pieces(text: str, size: int) -> list[str]:
-    """Split ``text`` into pieces of at most about ``size`` characters at sentence ends (else white space)."""
-    out, cur = [], ""
-    for sent in _SENTENCE_END.split(text):
-        while len(sent) > size:  # one very long "sentence": cut at the last space before the limit
-            cut = sent.rfind(" ", 0, size)
-            cut = cut if cut > 0 else size
-            if cur:
-                out.append(cur)
-                cur = ""
-            out.append(sent[:cut])
-            sent = sent[cut:].lstrip()
-        if cur and len(cur) + 1 + len(sent) > size:
-            out.append(cur)
-            cur = sent
-        else:
-            cur = f"{cur} {sent}" if cur else sent
-    if cur:
-        out.append(cur)
-    return out
-
-
-def _vader_sentiments(sia, text: str) -> list:
-    """VADER's per-word valences of one text (the loop of ``polarity_scores``, without the final sum)."""
-    from vaderSentiment.vaderSentiment import BOOSTER_DICT, SentiText
-
-    sentitext = SentiText(text)
-    words = sentitext.words_and_emoticons
-    sentiments: list = []
-    for i, item in enumerate(words):
-        low = item.lower()
-        if low in BOOSTER_DICT or (low == "kind" and i < len(words) - 1 and words[i + 1].lower() == "of"):
-            sentiments.append(0)
-            continue
-        sentiments = sia.sentiment_valence(0, sentitext, item, i, sentiments)
-    return sia._but_check(words, sentiments)
-
-
-def vader_scores(text: str, piece_chars: int = VADER_PIECE_CHARS) -> dict:
-    """VADER's ``polarity_scores`` with a bounded cost.
-
-    Identical to ``SentimentIntensityAnalyzer().polarity_scores(text)`` for a
-    text of at most ``piece_chars`` characters. A longer text is split into
-    pieces (:data:`VADER_PIECE_CHARS`); the per-word valences of all pieces are
-    summed into one compound score, so only VADER's look-back rules (three
-    words) and its all-caps test see piece boundaries.
-
-    >>> from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
-    >>> t = "I really LOVE this, but the ending was awful!!"
-    >>> vader_scores(t) == SentimentIntensityAnalyzer().polarity_scores(t)
-    True
-    """
-    sia = _vader()
-    if not text.isascii():  # emoji descriptions (VADER's own loop, without its quadratic string growth)
-        parts, prev_space = [], True
-        for ch in text:
-            desc = sia.emojis.get(ch)
-            if desc is not None:
-                if not prev_space:
-                    parts.append(" ")
-                parts.append(desc)
-                prev_space = False
-            else:
-                parts.append(ch)
-                prev_space = ch == " "
-        text = "".join(parts)
-    text = text.strip()
-    if len(text) <= piece_chars:
-        return sia.score_valence(_vader_sentiments(sia, text), text)
-    sentiments = []
-    for piece in _pieces(text, piece_chars):
-        sentiments.extend(_vader_sentiments(sia, piece))
-    return sia.score_valence(sentiments, text)
-
-
-def _vader_features(texts) -> np.ndarray:
-    """Per text: VADER compound, its sentiment share ``pos + neg``, and the structural arousal cue count."""
-    from vaderSentiment.vaderSentiment import BOOSTER_DICT
-
-    out = np.empty((len(texts), 3))
-    for i, t in enumerate(texts):
-        t = bounded(t)  # the first TEXT_BOUND characters: more than any real turn holds
-        sc = vader_scores(t)
-        cues = t.count("!") + len(_CAPS.findall(t)) + sum(w in BOOSTER_DICT for w in _WORDS.findall(t.lower()))
-        out[i] = sc["compound"], sc["pos"] + sc["neg"], cues
-    return out
-
-
-#: Below this many texts :func:`emotion_features` runs in one process.
-PARALLEL_MIN_TEXTS = 20000
-
-
-def emotion_features(texts, workers: int | None = None) -> np.ndarray:
-    """VADER features of each text, shape (n, 3): compound valence, sentiment share, arousal cues.
-
-    Each text is read up to its first :data:`~memlib._text.TEXT_BOUND` characters
-    (cut at white space: :func:`~memlib._text.bounded`), several times the longest
-    turn of LoCoMo and LongMemEval, so a 200 MB turn costs about a second.
-    ``workers`` processes share the texts (by default every core for at least
-    :data:`PARALLEL_MIN_TEXTS` texts, else one); the result does not depend on it.
-    """
-    texts = list(texts)
-    if workers is None:
-        workers = (os.cpu_count() or 1) if len(texts) >= PARALLEL_MIN_TEXTS else 1
-    if workers <= 1 or len(texts) < 2:
-        return _vader_features(texts)
-    import multiprocessing
-
-    _vader()  # load the lexicon once, before the workers fork
-    step = -(-len(texts) // (4 * workers))
-    with multiprocessing.get_context("fork").Pool(workers) as pool:
-        parts = pool.map(_vader_features, [texts[i : i + step] for i in range(0, len(texts), step)])
-    return np.concatenate(parts)
-
-
-def intensity_from_features(features: np.ndarray, arousal: str = "structural") -> np.ndarray:
-    """Emotional intensity ``|valence| * arousal`` from :func:`emotion_features` (see :func:`emotion_and_valence`)."""
-    check_choice("arousal", arousal, AROUSAL_READINGS)
-    compound, share, cues = features[:, 0], features[:, 1], features[:, 2]
-    if arousal == "constant":
-        a = np.ones(len(features))
-    elif arousal == "lexical":
-        a = share
-    else:
-        a = 0.5 + 0.5 * np.minimum(1.0, cues / 3.0)
-    return np.where(compound == 0.0, 0.0, np.abs(compound) * a)
-
-
-def emotion_and_valence(
-    texts, arousal: str = "structural", workers: int | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Emotional intensity and VADER compound valence of each text.
-
-    Parameters
-    ----------
-    texts : sequence of str
-    arousal : {'structural', 'constant', 'lexical'}
-        How the arousal ``A`` of ``|valence| * A`` is read. ``structural`` (the
-        default): ``0.5 + 0.5 * min(1, cues / 3)`` over exclamation marks,
-        all-capital words and VADER's booster words. ``constant``: ``A = 1``, so
-        intensity is ``|valence|``. ``lexical``: the share of VADER's words that
-        carry sentiment (``pos + neg``).
-    workers : int, optional
-        Processes to use (see :func:`emotion_features`).
-    """
-    check_choice("arousal", arousal, AROUSAL_READINGS)
-    feats = emotion_features(texts, workers)
-    return intensity_from_features(feats, arousal), feats[:, 0]
-
-
-def emotional_intensity(texts, arousal: str = "structural") -> np.ndarray:
-    """``|VADER compound| * arousal`` for each text, in [0, 1] (see module docstring)."""
-    return emotion_and_valence(texts, arousal)[0]
-
-
-def reliability(roles, texts, cues: bool = True, provenance=PROVENANCE["paper"]) -> np.ndarray:
-    """Provenance heuristic in [0, 1] (see module docstring).
-
-    With ``cues=False`` (the paper's factor set) it is provenance only:
-    ``provenance[0]`` (0.8) for a user-stated turn and ``provenance[1]`` (0.4) for
-    a model-stated one; the released experiment reads 0.7 and 0.4
-    (:data:`PROVENANCE`). The cues read a text's first
-    :data:`~memlib._text.TEXT_BOUND` characters, as the emotion factor does.
-    """
-    user_value, model_value = provenance
-    out = np.empty(len(texts))
-    for i, (role, t) in enumerate(zip(roles, texts)):
-        r = user_value if role == "user" else model_value
-        if cues:
-            s = bounded(t).strip()
-            if s.endswith("?"):
-                r *= 0.5
-            if _HEDGES.search(s):
-                r -= 0.2
-            if role == "user" and not s.endswith("?") and _FIRST_PERSON.search(s):
-                r += 0.2
-        out[i] = min(1.0, max(0.0, r))
-    return out
-
-
-def _group_sum(X: np.ndarray, codes: np.ndarray, n_groups: int) -> np.ndarray:
-    """Row sums of ``X`` per group code (a sorted ``reduceat``; much faster than ``np.add.at``)."""
-    out = np.zeros((n_groups, X.shape[1]), dtype=np.float64)
-    if len(codes):
-        order = np.argsort(codes, kind="stable")
-        sc = codes[order]
-        starts = np.flatnonzero(np.r_[True, sc[1:] != sc[:-1]])
-        out[sc[starts]] = np.add.reduceat(X[order].astype(np.float64), starts, axis=0)
-    return out
-
-
-def _cos01(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``(1 + cos) / 2`` row-wise for unit rows ``a`` and (unnormalised) rows ``b``; 0.5 where b is 0."""
-    norm = np.linalg.norm(b, axis=1)
-    dot = np.einsum("ij,ij->i", a, b)
-    cos = np.divide(dot, norm, out=np.zeros_like(dot), where=norm > 0)
-    return np.clip((1.0 + cos) / 2.0, 0.0, 1.0)
-
-
-# --------------------------------------------------------------------------- goal anchors
-
-
-class SessionCentroidAnchor:
-    """Blind anchor: the centroid of the user turns of the turn's own session.
-
-    It depends on the session only, never on the question (``per_question = False``).
-    A session without user turns falls back to the centroid of all its turns.
-    """
-
-    name = "blind"
-    per_question = False
-
-    def prepare(self, ds: Dataset, E: np.ndarray) -> None:
-        sess_codes = pd.factorize(ds.turns["session"])[0]
-        user = (ds.turns["role"] == "user").to_numpy()
-        S = sess_codes.max() + 1 if len(sess_codes) else 0
-        cent_user = _group_sum(E[user], sess_codes[user], S)
-        cent_all = _group_sum(E, sess_codes, S)
-        has_user = np.bincount(sess_codes[user], minlength=S) > 0
-        cent = np.where(has_user[:, None], cent_user, cent_all)
-        self._turn_goal = _cos01(E, cent[sess_codes])
-
-    def goal(self, ds: Dataset, case: int, rows: np.ndarray, E: np.ndarray, question_vec) -> np.ndarray:
-        return self._turn_goal[rows]
-
-
-class SessionOrHistoryAnchor(SessionCentroidAnchor):
-    """Blind anchor of the released experiment: the session's user-turn centroid, else the history's.
-
-    A session without user turns falls back to the centroid of the user turns
-    of the turn's whole history (later sessions included), and to 0.5 when the
-    history has none.
-    """
-
-    def prepare(self, ds: Dataset, E: np.ndarray) -> None:
-        super().prepare(ds, E)
-        sess_codes = pd.factorize(ds.turns["session"])[0]
-        user = (ds.turns["role"] == "user").to_numpy()
-        S = sess_codes.max() + 1 if len(sess_codes) else 0
-        self._session_has_user = (np.bincount(sess_codes[user], minlength=S) > 0)[sess_codes]
-        self._user = user
-
-    def goal(self, ds: Dataset, case: int, rows: np.ndarray, E: np.ndarray, question_vec) -> np.ndarray:
-        out = self._turn_goal[rows].copy()
-        lone = ~self._session_has_user[rows]
-        if lone.any():
-            users = rows[self._user[rows]]
-            cent = E[users].astype(np.float64).sum(axis=0, keepdims=True)
-            out[lone] = _cos01(E[rows[lone]], np.broadcast_to(cent, (int(lone.sum()), E.shape[1])))
-        return out
-
-
-class EarlierInSessionAnchor(SessionCentroidAnchor):
-    """Causal blind anchor: the centroid of the session's user turns strictly before the turn (0.5 for none)."""
-
-    def prepare(self, ds: Dataset, E: np.ndarray) -> None:
-        user = (ds.turns["role"] == "user").to_numpy()
-        out = np.full(len(E), 0.5)
-        for first, n in zip(ds.sessions["first_turn"], ds.sessions["n_turns"]):
-            rows = np.arange(first, first + n)
-            if n == 0:
-                continue
-            Eu = E[rows].astype(np.float64) * user[rows, None]
-            before = np.cumsum(Eu, axis=0) - Eu
-            out[rows] = _cos01(E[rows], before)
-        self._turn_goal = out
-
-
-class QuestionAnchor:
-    """Oracle anchor: the held-out evaluation question (peeks at the future query)."""
-
-    name = "oracle"
-    per_question = True
-
-    def prepare(self, ds: Dataset, E: np.ndarray) -> None:
-        pass
-
-    def goal(self, ds: Dataset, case: int, rows: np.ndarray, E: np.ndarray, question_vec) -> np.ndarray:
-        return np.clip((1.0 + E[rows] @ question_vec) / 2.0, 0.0, 1.0)
-
-
-#: Goal anchors by regime name; add a class with ``prepare`` and ``goal`` to try another blind anchor.
-ANCHORS = {"blind": SessionCentroidAnchor, "oracle": QuestionAnchor}
-#: Blind anchors by goal reading (:data:`GOAL_READINGS`).
-BLIND_ANCHORS = {
-    "session": SessionCentroidAnchor,
-    "session_or_history": SessionOrHistoryAnchor,
-    "earlier_in_session": EarlierInSessionAnchor,
-}
-
-
-# --------------------------------------------------------------------------- annotation
-
-
-@dataclass
-class Annotation:
-    """Factor tables of a dataset in one regime.
-
-    Attributes
-    ----------
-    cases : CaseSet
-        Factors per haystack turn, ready for retention and learning.
-    turn_rows : ndarray, shape (G, N)
-        Row in ``dataset.turns`` of each haystack position (-1 for padding).
-    inert : list of str
-        Factors that are identically zero because their input was not given.
-    info : dict
-        Counts and timings of the run.
-    """
-
-    dataset: str
-    regime: str
-    cases: CaseSet
-    turn_rows: np.ndarray
-    inert: list
-    info: dict = field(default_factory=dict)
-
-    def turn_table(self, ds: Dataset, haystack: int = 0) -> pd.DataFrame:
-        """One haystack's turns with their factor values (for reading and plotting)."""
-        n = int(self.cases.length[haystack])
-        rows = self.turn_rows[haystack, :n]
-        t = ds.turns.iloc[rows][["session", "turn", "role", "speaker", "text", "timestamp"]].reset_index(drop=True)
-        return pd.concat([t, pd.DataFrame(self.cases.factors[haystack, :n], columns=list(FACTORS))], axis=1)
 
 
 def content_keys(cases: pd.DataFrame) -> list:
@@ -508,15 +122,36 @@ def content_keys(cases: pd.DataFrame) -> list:
     ]
 
 
+#: The source files of memlib/ whose code changes a factor table; the cache key (:func:`fingerprint`)
+#: hashes them, so an edit to any of them invalidates the cached tables (``datasets``: that package;
+#: ``__init__.py`` holds the column order, :data:`memlib.FACTORS`). Every module this one loads is
+#: here but ``_checks.py`` (error messages) and ``_cachefiles.py`` (cache paths).
+SOURCE_FILES = (
+    "__init__.py",
+    "factors.py",
+    "factor_sets.py",
+    "factor_table.py",
+    "goal_anchors.py",
+    "text_cues.py",
+    "rule_emotion.py",
+    "_text.py",
+    "cases.py",
+    "embeddings.py",
+    "embedding_cache.py",
+    "datasets",
+)
+
+
 def _source_version() -> str:
     from memlib.datasets import source_files
 
     here = Path(__file__).resolve().parent
     h = hashlib.sha256()
-    for name in ("factors.py", "rule_emotion.py", "embeddings.py", "datasets", "metrics.py"):
+    for name in SOURCE_FILES:
         # the datasets package: every .py file of memlib/datasets/, sorted by name
         for path in source_files() if name == "datasets" else [here / name]:
-            h.update(path.read_bytes())
+            if path.is_file():  # a module not (or no longer) there runs no code
+                h.update(path.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -859,7 +494,8 @@ def _text_emotion(texts: list, used: np.ndarray, arousal: str) -> np.ndarray:
         feats = _EMOTION_MEMO[2]
     else:
         feats = np.zeros((len(texts), 3))
-        feats[used] = emotion_features([texts[i] for i in used])
+        # the scorer is looked up here, so that memlib.factors.vader_scores is the one annotate uses
+        feats[used] = emotion_features([texts[i] for i in used], score=vader_scores)
         _EMOTION_MEMO[:] = [texts, used, feats]
     return intensity_from_features(feats, arousal)
 
@@ -873,56 +509,45 @@ def peak_rss_gb() -> float:
     return round(peak / (1e9 if sys.platform == "darwin" else 1e6), 3)
 
 
-def save_annotation(ann: Annotation, path) -> None:
-    """Write an annotation as one ``.npz`` (atomic; no pickle)."""
-    cs = ann.cases
-    atomic_savez(
-        path,
-        factors=cs.factors,
-        time=cs.time,
-        length=cs.length,
-        case_haystack=cs.case_haystack,
-        gold_case=cs.gold_case,
-        gold_pos=cs.gold_pos,
-        case_ids=cs.case_ids.astype(str),
-        groups=cs.groups.astype(str),
-        keys=cs.keys.astype(str),
-        turn_rows=ann.turn_rows,
-        meta=np.array(json.dumps({"dataset": ann.dataset, "regime": ann.regime, "inert": ann.inert, "info": ann.info})),
-    )
-
-
-def load_annotation(path) -> Annotation:
-    """Read an annotation written by :func:`save_annotation`.
-
-    A damaged file (truncated, overwritten, missing arrays, or values no annotation
-    holds: NaN or out-of-range factors, see :func:`_check_table`) raises a
-    :class:`~memlib.datasets.DatasetError` that names it.
-    """
-    names = ("factors", "time", "length", "case_haystack", "gold_case", "gold_pos", "case_ids", "groups", "keys")
-    try:
-        z = read_npz(path, (*names, "turn_rows", "meta"))
-        meta = json.loads(str(z["meta"]))
-        cs = CaseSet(*(z[name] for name in names))
-        _check_table(cs, z["turn_rows"])
-        return Annotation(meta["dataset"], meta["regime"], cs, z["turn_rows"], meta["inert"], meta["info"])
-    except CORRUPT_ERRORS + (TypeError,) as exc:
-        raise DatasetError(f"{path}: not a readable factor table ({type(exc).__name__}: {exc})") from exc
-
-
-def _check_table(cs: CaseSet, turn_rows: np.ndarray) -> None:
-    """Raise ValueError unless a factor table read back holds what :func:`annotate` writes.
-
-    Factors are finite and in [0, 1] (each factor is), times finite, and ``turn_rows`` one
-    integer row per haystack position (-1 for padding): a table of NaN factors would
-    otherwise be read as valid and give NaN retention without a word.
-    """
-    F = cs.factors
-    if F.dtype.kind != "f" or not np.isfinite(F).all():
-        raise ValueError(f"{int(np.size(F) - np.isfinite(F).sum())} factor values are not finite (NaN or infinite)")
-    if F.size and (F.min() < 0 or F.max() > 1):
-        raise ValueError(f"factor values run from {F.min():g} to {F.max():g}, outside [0, 1]")
-    if cs.time.dtype.kind != "f" or not np.isfinite(cs.time).all():
-        raise ValueError("turn times are not all finite")
-    if turn_rows.dtype.kind not in "iu" or turn_rows.shape != F.shape[:2]:
-        raise ValueError(f"turn rows of shape {turn_rows.shape} and dtype {turn_rows.dtype} do not match the factors")
+__all__ = [
+    # defined here
+    "INERT_WITHOUT_INPUT",
+    "REGIMES",
+    "SOURCE_FILES",
+    "annotate",
+    "content_keys",
+    "fingerprint",
+    "peak_rss_gb",
+    # memlib.factor_sets
+    "ALL_FACTOR_SETS",
+    "EMOTION_READINGS",
+    "FACTOR_SETS",
+    "GOAL_READINGS",
+    "HISTORY_ORDERS",
+    "READINGS",
+    "RELIABILITY_READINGS",
+    "SELF_READINGS",
+    "resolve_readings",
+    # memlib.factor_table
+    "Annotation",
+    "load_annotation",
+    "save_annotation",
+    # memlib.goal_anchors
+    "ANCHORS",
+    "BLIND_ANCHORS",
+    "EarlierInSessionAnchor",
+    "QuestionAnchor",
+    "SessionCentroidAnchor",
+    "SessionOrHistoryAnchor",
+    # memlib.text_cues
+    "AROUSAL_READINGS",
+    "PARALLEL_MIN_TEXTS",
+    "PROVENANCE",
+    "VADER_PIECE_CHARS",
+    "emotion_and_valence",
+    "emotion_features",
+    "emotional_intensity",
+    "intensity_from_features",
+    "reliability",
+    "vader_scores",
+]

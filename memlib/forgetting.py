@@ -45,6 +45,17 @@ def forget_score(age_days, retrievals, value, beta: float = 1.0) -> np.ndarray:
     return age**RECENCY_EXPONENT / (1.0 + r) / (1.0 + beta * v)
 
 
+def forget_order(forget_scores) -> np.ndarray:
+    """Indices in the order memories are forgotten: the highest score first, and among equal scores the
+    earlier (lower index, i.e. older in a time-ordered store) first. The store's consolidation, its
+    explanations and the defaults study's replay all forget in this order.
+
+    >>> forget_order([1.0, 3.0, 3.0]).tolist()
+    [1, 2, 0]
+    """
+    return np.argsort(-np.asarray(forget_scores, dtype=float), kind="stable")
+
+
 def drop_to_budget(forget_scores, budget: int) -> np.ndarray:
     """Keep mask after dropping the highest forget scores until ``budget`` remain.
 
@@ -59,7 +70,5 @@ def drop_to_budget(forget_scores, budget: int) -> np.ndarray:
     keep = np.ones(s.shape[0], dtype=bool)
     n_drop = s.shape[0] - budget
     if n_drop > 0:
-        # stable sort on -score: highest score first, earlier index first among ties
-        order = np.argsort(-s, kind="stable")
-        keep[order[:n_drop]] = False
+        keep[forget_order(s)[:n_drop]] = False
     return keep

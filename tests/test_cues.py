@@ -106,6 +106,22 @@ def test_text_cues_on_known_sentences():
     assert length[1] > length[0] > length[2]
 
 
+def test_the_text_cues_and_reliability_read_one_set_of_word_lists():
+    from memlib import text_cues as TC
+
+    assert C.text_cues is TC.text_cues and C.TEXT_CUES is TC.TEXT_CUES
+    hedges = [*TC.HEDGE_WORDS, *(p.replace("'?", "'") for p in TC.HEDGE_PHRASES)]
+    texts = [f"Well, {h} it rains." for h in hedges]
+    assert C.text_cues(texts)[:, 1].tolist() == [1.0] * len(hedges)
+    np.testing.assert_allclose(Fm.reliability(["assistant"] * len(texts), texts), 0.2)
+    texts = [f"So {w.capitalize()} went." for w in TC.FIRST_PERSON_WORDS]
+    assert C.text_cues(texts)[:, 2].tolist() == [1.0] * len(texts)
+    assert Fm.reliability(["user"] * len(texts), texts).tolist() == [1.0] * len(texts)
+    # the two readings of the lists (module docstring): a search in the text, whole words
+    assert Fm.reliability(["assistant"], ["maybe's fine"])[0] == 0.2 and C.text_cues(["maybe's fine"])[0, 1] == 0
+    assert Fm.reliability(["assistant"], ["maybe_x"])[0] == 0.4 and C.text_cues(["maybe_x"])[0, 1] == 1
+
+
 def test_calibration_is_a_within_history_percentile():
     rng = np.random.default_rng(1)
     V = rng.normal(size=(3, 9, 2)).astype(np.float32)

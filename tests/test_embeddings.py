@@ -180,3 +180,19 @@ def test_sigkilled_run_resumes_in_a_new_process(tmp_path):
     vecs, found = cache.get([f"text {i}" for i in range(40)])
     assert found.all()
     np.testing.assert_allclose(vecs, FakeModel().encode([f"text {i}" for i in range(40)]), rtol=1e-6)
+
+
+def test_the_cache_is_the_one_memlib_embeddings_names(tmp_path, monkeypatch):
+    from memlib import embedding_cache
+
+    for name in ("EmbeddingCache", "MODEL_TAG", "DIM", "UNIT_TOLERANCE", "_check_vectors"):
+        assert getattr(Emb, name) is getattr(embedding_cache, name), name
+    # the folder and key of a text are the ones the cache has always used (sha256 of tag, length and text)
+    cache = Emb.EmbeddingCache(tmp_path, max_seq_length=128)
+    assert cache.directory == tmp_path / "all-MiniLM-L6-v2-128"
+    assert cache.key("a").hex() == "45ebc94f0b4050c989c0e6aa8129987a1f9b5acc57009ae70b22a74694d5eb4e"
+    # embed still loads the model through memlib.embeddings.load_model, so a patched one is used
+    model = FakeModel()
+    monkeypatch.setattr(Emb, "load_model", lambda *a, **k: model)
+    out = Emb.embed(["x", "yy"], 128, cache=cache, progress=False)
+    assert model.calls == 1 and out.shape == (2, 384) and len(cache) == 2

@@ -5,6 +5,7 @@ from fixtures import longmemeval_records, write_jsonl, write_longmemeval
 from memlib import FACTORS, ParameterError
 from memlib import datasets as D
 from memlib import factors as Fm
+from memlib import text_cues as TC
 
 
 @pytest.fixture(scope="module")
@@ -197,12 +198,12 @@ def test_vader_is_exact_on_short_texts_and_bounded_on_long_ones():
         assert Fm.vader_scores(t) == sia.polarity_scores(t)
     sentence = "I am really happy with how this turned out, it is wonderful! "
     long = sentence * 4000  # 240 KB: VADER itself would take minutes
-    pieces = Fm._pieces(long.strip(), Fm.VADER_PIECE_CHARS)
+    pieces = TC._pieces(long.strip(), Fm.VADER_PIECE_CHARS)
     assert max(map(len, pieces)) <= Fm.VADER_PIECE_CHARS
     assert " ".join(pieces).split() == long.split()  # every word scored once
     assert Fm.vader_scores(long)["compound"] > 0.99
     unbroken = "x" * 5000  # no sentence end and no space: cut at the limit
-    assert [len(p) for p in Fm._pieces(unbroken, 2000)] == [2000, 2000, 1000]
+    assert [len(p) for p in TC._pieces(unbroken, 2000)] == [2000, 2000, 1000]
 
 
 def test_parallel_emotion_equals_serial():
@@ -298,3 +299,39 @@ def test_a_history_ending_in_an_empty_session_annotates(tmp_path):
     whole = Fm.annotate(ds, "blind", use_cache=False, progress=False)
     g, n = whole.cases.case_haystack[1], part.cases.length[0]
     np.testing.assert_array_equal(part.cases.factors[0, :n], whole.cases.factors[g, :n])
+
+
+# --------------------------------------------------------------------------- the annotator's modules
+
+
+def test_every_public_name_of_the_annotators_modules_is_importable_from_factors():
+    from memlib import factor_sets, factor_table, goal_anchors
+
+    word_lists_and_cues = {"FIRST_PERSON_WORDS", "HEDGE_PHRASES", "HEDGE_WORDS", "TEXT_CUES", "text_cues"}
+    for module in (factor_sets, factor_table, goal_anchors, TC):
+        for name in set(module.__all__) - word_lists_and_cues:
+            assert name in Fm.__all__ and getattr(Fm, name) is getattr(module, name), name
+    assert {n for n in Fm.__all__ if not hasattr(Fm, n)} == set()
+
+
+def test_a_scorer_replaced_on_factors_is_the_one_annotate_reads(monkeypatch):
+    seen = []
+    vader = Fm.vader_scores
+    monkeypatch.setattr(Fm, "vader_scores", lambda t, *a: seen.append(t) or vader(t, *a))
+    texts = ["I LOVE it!!", "Fine.", "unused"]
+    out = Fm._text_emotion(texts, np.array([0, 1]), "structural")
+    assert seen == ["I LOVE it!!", "Fine."] and out[2] == 0.0
+    np.testing.assert_array_equal(out[:2], Fm.emotional_intensity(texts[:2]))
+
+
+def test_the_cache_key_hashes_every_module_the_annotator_runs():
+    """An edit to any memlib module the annotator imports (but its error messages and cache paths) is a new key."""
+    import subprocess
+    import sys
+
+    code = "import sys, memlib.factors; print(' '.join(m for m in sys.modules if m.startswith('memlib')))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    files = {"datasets" if m.startswith("memlib.datasets") else m[len("memlib.") :] + ".py" for m in loaded}
+    files = {"__init__.py" if f == ".py" else f for f in files}  # memlib itself: its FACTORS order the columns
+    assert files - {"_checks.py", "_cachefiles.py"} <= set(Fm.SOURCE_FILES)
+    assert {"text_cues.py", "goal_anchors.py", "factor_sets.py", "factor_table.py"} <= set(Fm.SOURCE_FILES)

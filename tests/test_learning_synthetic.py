@@ -87,3 +87,9 @@ def test_cma_es_keeps_dead_factors_at_zero_and_is_seeded():
     assert a.train_return == pytest.approx(ev.objective(a.weights))
     assert a.n_evaluations <= 130 and np.all(np.diff(a.history[0]) >= 0)
     assert a.train_return > ev.objective(np.r_[np.ones(6), 0]) + 0.3  # beats the uniform start on confounds
+
+
+def test_the_moved_fits_are_the_ones_memlib_learning_names():
+    from memlib import learning, value_net
+
+    assert learning.fit_mlp is value_net.fit_mlp and learning.fit_mlp_released is value_net.fit_mlp_released

@@ -107,7 +107,7 @@ def test_evaluate_splits_and_bootstrap_on_planted_data():
     }
     boot = OB.bootstrap_gaps(per_case, n_boot=200)
     row = boot[(boot["comparison"] == "learned_V - recency_only") & (boot["resample"] == "cases")].iloc[0]
-    assert row["ci_low"] > 0.3 and row["learned_wins_splits"] == 4
+    assert row["ci_low"] > 0.3 and row["learned_wins_splits"] == row["n_splits"] == 3  # quick mode: 3 splits
 
 
 def test_evaluate_splits_rejects_unknown_policy():

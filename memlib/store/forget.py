@@ -28,6 +28,7 @@ import numpy as np
 
 from memlib import FACTORS
 from memlib.cues import STORE_FACTOR_COLUMNS
+from memlib.forgetting import forget_order
 from memlib.store.annotate import GOAL, goal_plan
 from memlib.store.backend import Change
 from memlib.value import encoding_tier
@@ -90,7 +91,7 @@ def plan(store, data, budget, budget_tokens, now: float, count_pinned: bool) -> 
         scores = np.asarray(policy.forget_scores(store, now), float) if need and n else np.zeros(n)
         values = store.values()
     n_drop = 0
-    order = cand[np.argsort(-scores[cand], kind="stable")] if (over_items or over_tokens) else cand[:0]
+    order = cand[forget_order(scores[cand])] if (over_items or over_tokens) else cand[:0]
     if over_items:
         n_drop = len(cand) - max(room, 0)
     if over_tokens:  # drop in forget order until the remaining tokens fit
@@ -172,7 +173,7 @@ def explain(store, data, i: int, now: float) -> dict:
     row["expired"] = bool(expired[i])
     if cand[i]:
         c = np.flatnonzero(cand)
-        order = c[np.argsort(-scores[c], kind="stable")]
+        order = c[forget_order(scores[c])]
         row["rank"] = int(np.flatnonzero(order == i)[0]) + 1
     else:
         row["rank"] = None

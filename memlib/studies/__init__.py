@@ -54,7 +54,7 @@ from memlib.studies import (
     synthetic,
     transfer,
 )
-from memlib.studies._common import group_splits, load_regimes
+from memlib.studies._common import group_splits, load_regimes, side_by_side
 
 
 @dataclass(frozen=True)
@@ -166,4 +166,14 @@ def main_job(paper: bool = False) -> list[list[tuple[str, str, list[str]]]]:
     return stages
 
 
-__all__ = ["COMPARED", "COMPARE_DATASET", "MAIN_SAMPLE", "STUDIES", "Study", "group_splits", "load_regimes", "main_job"]
+__all__ = [
+    "COMPARED",
+    "COMPARE_DATASET",
+    "MAIN_SAMPLE",
+    "STUDIES",
+    "Study",
+    "group_splits",
+    "load_regimes",
+    "main_job",
+    "side_by_side",
+]

@@ -21,9 +21,11 @@ from memlib.learning import N_ITER, RELEASED_LEARNER, RESTARTS, hill_climb, hill
 from memlib.metrics import CUTS, TIE_RULES, evaluator
 from memlib.scoring import POLICIES, REGIME_FREE, SINGLE_FACTOR, policy_scores
 
-#: Conversations (or questions) used in quick mode, shared by every real-data notebook so
-#: the embedding cache built by one serves the others.
+#: Quick mode, the one rule every study follows (:func:`load_regimes`, :func:`split_plan`): the first
+#: ``QUICK_LIMIT`` conversations (or questions), whatever sample was asked for (shared by every real-data
+#: notebook, so the embedding cache built by one serves the others), and at most ``QUICK_SPLITS`` splits.
 QUICK_LIMIT = 4
+QUICK_SPLITS = 3
 #: Policies of Table 3, in the paper's order.
 REAL_POLICIES = (
     "learned_V",
@@ -91,7 +93,7 @@ def get_protocol(protocol) -> Protocol:
     return PROTOCOLS[check_choice("protocol", protocol, tuple(PROTOCOLS))]
 
 
-def shuffle_splits(groups, n_splits: int = 20, first_seed: int = 100, keys=None):
+def shuffle_splits(groups, n_splits: int = 20, first_seed: int = 100, keys=None, quick: bool = False):
     """The released experiment's splits: split ``r`` shuffles the groups with ``random.Random(first_seed + r)``.
 
     The groups are taken in the order they first appear among the cases (or
@@ -105,7 +107,7 @@ def shuffle_splits(groups, n_splits: int = 20, first_seed: int = 100, keys=None)
     """
     import random
 
-    n_splits = check_n_splits(n_splits)
+    n_splits = quick_splits(check_n_splits(n_splits), quick)
     groups = np.asarray(groups)
     uniq = list(pd.unique(groups)) if keys is None else list(ordered_groups(groups, keys))
     if len(uniq) < 2:
@@ -144,7 +146,7 @@ def load_regimes(
     ----------
     dataset : str or path
     quick : bool
-        Limit the data to :data:`QUICK_LIMIT` groups (unless ``limit`` or ``sample`` says otherwise).
+        Read the first :data:`QUICK_LIMIT` groups (or ``limit``), not ``sample``.
     limit : int, optional
         The first ``limit`` groups (conversations or questions).
     sample : int, optional
@@ -160,13 +162,7 @@ def load_regimes(
     """
     from memlib import datasets, factors
 
-    ds = datasets.load(dataset)
-    if quick and limit is None and sample is None:
-        limit = QUICK_LIMIT
-    if limit is not None:
-        ds = ds.limit(check_int("limit", limit, minimum=1))
-    if sample is not None:
-        ds = ds.sample(check_int("sample", sample, minimum=1))
+    ds = scope(datasets.load(dataset), quick, limit, sample)
     anns = {
         r: factors.annotate(ds, r, factor_set=factor_set, embedding=embedding, readings=readings, progress=progress)
         for r in REGIMES
@@ -175,6 +171,18 @@ def load_regimes(
     if not np.array_equal(anns["blind"].cases.case_ids, anns["oracle"].cases.case_ids):
         raise RuntimeError("blind and oracle annotations disagree on the cases")
     return ds, anns
+
+
+def scope(ds, quick: bool = False, limit: int | None = None, sample: int | None = None):
+    """The part of ``ds`` a study reads: the first ``limit`` groups, or a seeded ``sample`` of them; in quick
+    mode the first :data:`QUICK_LIMIT` (or ``limit``), whatever the sample. The one data rule of the studies."""
+    if quick:
+        limit, sample = limit or QUICK_LIMIT, None
+    if limit is not None:
+        ds = ds.limit(check_int("limit", limit, minimum=1))
+    if sample is not None:
+        ds = ds.sample(check_int("sample", sample, minimum=1))
+    return ds
 
 
 def require_cases(dataset_name: str, cases) -> None:
@@ -274,8 +282,18 @@ def check_n_splits(n_splits) -> int:
     return check_int("n_splits", n_splits, minimum=2, maximum=MAX_SPLITS)
 
 
-def split_plan(groups, n_splits: int, seed: int, keys=None):
-    """The group-aware splits of :func:`group_splits` and one learner seed per split."""
+def quick_splits(n_splits: int, quick: bool) -> int:
+    """``n_splits``, at most :data:`QUICK_SPLITS` in quick mode.
+
+    >>> quick_splits(20, quick=True), quick_splits(20, quick=False)
+    (3, 20)
+    """
+    return min(n_splits, QUICK_SPLITS) if quick else n_splits
+
+
+def split_plan(groups, n_splits: int, seed: int, keys=None, quick: bool = False):
+    """The group-aware splits of :func:`group_splits` and one learner seed per split (:func:`quick_splits`)."""
+    n_splits = quick_splits(n_splits, quick)
     return group_splits(groups, n_splits, seed, keys=keys), np.random.SeedSequence(seed).generate_state(n_splits)
 
 
@@ -363,14 +381,14 @@ def evaluate_splits(
         check_choice("policy", p, POLICIES)
     proto = get_protocol(protocol)
     first = next(iter(regimes.values()))
-    splits, learn_seeds = split_plan(first.groups, n_splits, seed, first.keys)
+    splits, learn_seeds = split_plan(first.groups, n_splits, seed, first.keys, quick)
     if proto.splits == "shuffle":
-        splits = shuffle_splits(first.groups, n_splits, keys=first.keys)
+        splits = shuffle_splits(first.groups, n_splits, keys=first.keys, quick=quick)
     stable = proto.ties == "stable"
     if stable:
         policies = tuple(p for p in policies if p != "random")
     rows, wrows = [], []
-    bar = tqdm(total=n_splits * len(regimes), desc="splits", disable=not progress)
+    bar = tqdm(total=len(splits) * len(regimes), desc="splits", disable=not progress)
     for s, (train_idx, test_idx) in enumerate(splits):
         for regime, cases in regimes.items():
             train, test = cases.subset(train_idx), cases.subset(test_idx)

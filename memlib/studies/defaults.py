@@ -47,10 +47,10 @@ from memlib import FACTORS
 from memlib._checks import ParameterError, check_fraction, check_int
 from memlib.cases import CaseSet
 from memlib.cues import STORE_CUES
-from memlib.forgetting import RECENCY_EXPONENT
+from memlib.forgetting import drop_to_budget, forget_score
 from memlib.learning import fit_cue_value, hill_climb, retention_mass
-from memlib.metrics import RetentionEvaluator
-from memlib.studies._common import learner_settings, require_cases
+from memlib.metrics import RetentionEvaluator, keep_count
+from memlib.studies._common import learner_settings, require_cases, scope
 from memlib.studies.stream import two_folds
 
 #: Datasets the defaults are measured on (two kinds of conversation: person-person and user-assistant).
@@ -76,7 +76,7 @@ def forget_scores(v, v_bar, age, rule: str, beta: float = 1.0) -> np.ndarray:
     goes first, age aside). Usage is 0 in a replay.
     """
     if rule == "eq3":
-        return age**RECENCY_EXPONENT / (1.0 + beta * v)
+        return forget_score(age, np.zeros(len(age)), v, beta=beta)
     if rule == "value":
         return -v_bar
     raise ParameterError(f"unknown forgetting rule {rule!r}; choose eq3 or value")
@@ -116,7 +116,7 @@ def simulate_store(v, v_bar, time, session, budget: int, rule: str, beta: float 
             continue
         age = np.maximum(time[e] - time[cand], 0.0)
         s = forget_scores(v[cand], v_bar[cand], age, rule, beta)
-        kept[cand[np.argsort(-s, kind="stable")[: len(cand) - budget]]] = False
+        kept[cand[~drop_to_budget(s, budget)]] = False
     return kept
 
 
@@ -159,11 +159,9 @@ def load_history(dataset: str, quick: bool = False, sample: int | None = None, e
     from memlib.embeddings import embed
     from memlib.factors import emotion_features
 
-    ds = datasets.load(dataset)
-    if quick and sample is None:
-        ds = ds.limit(3)
-    elif sample is not None:
-        ds = ds.sample(check_int("sample", sample, minimum=2))  # a smaller dataset is used whole
+    if sample is not None:
+        check_int("sample", sample, minimum=2)  # a smaller dataset is used whole
+    ds = scope(datasets.load(dataset), quick, sample=sample)
     ann = factors.annotate(ds, "blind", factor_set="paper", embedding=embedding, progress=progress)
     require_cases(ds.name, ann.cases)
     raw = compute_cues(ds, ann, embedding=embedding, progress=progress).select(STORE_CUES)
@@ -254,7 +252,7 @@ def replay_all(h: History, fn, rule: str, beta: float, keep_fraction: float):
     for g in range(G):
         n = int(h.cases.length[g])
         v, vb = fn(h, g, n)
-        budget = max(1, math.ceil(keep_fraction * n - 1e-9))
+        budget = int(keep_count([n], keep_fraction)[0])
         kept[g, :n] = simulate_store(v, vb, h.cases.time[g, :n], h.session[g, :n], budget, rule, beta)
         vbar[g, :n] = vb
     return kept, vbar

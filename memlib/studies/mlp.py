@@ -39,7 +39,7 @@ def mlp_ablation_on_cases(
     from tqdm import tqdm
 
     keep_fraction = check_fraction("keep_fraction", keep_fraction)
-    splits, learn_seeds = split_plan(cases.groups, n_splits, seed, cases.keys)
+    splits, learn_seeds = split_plan(cases.groups, n_splits, seed, cases.keys, quick)
     rows = []
     for s, (tr, te) in enumerate(tqdm(splits, desc="splits", disable=not progress)):
         train, test = cases.subset(tr), cases.subset(te)

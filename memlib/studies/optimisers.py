@@ -42,7 +42,7 @@ def optimiser_comparison_on_cases(
     from tqdm import tqdm
 
     keep_fraction = check_fraction("keep_fraction", keep_fraction)
-    splits, learn_seeds = split_plan(cases.groups, n_splits, seed, cases.keys)
+    splits, learn_seeds = split_plan(cases.groups, n_splits, seed, cases.keys, quick)
     settings = learner_settings(quick)
     budget = settings["n_iter"] * settings["restarts"] + settings["restarts"]
     rows, wrows, cosines = [], [], []

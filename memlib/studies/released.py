@@ -208,7 +208,7 @@ def ladder(
     return pd.DataFrame(rows)
 
 
-def opening_shares(ds, ann, weights: pd.DataFrame, keep_fraction: float, protocol, n_splits: int) -> dict:
+def opening_shares(ds, ann, weights: pd.DataFrame, keep_fraction: float, protocol) -> dict:
     """Among kept turns and kept gold turns, the share that open their session, beside the base rates.
 
     ``weights`` is ``split, factor, weight`` for the blind annotation ``ann`` of
@@ -219,6 +219,7 @@ def opening_shares(ds, ann, weights: pd.DataFrame, keep_fraction: float, protoco
 
     cases = ann.cases
     proto = get_protocol(protocol)
+    n_splits = int(weights["split"].nunique())  # the splits the weights were learned on
     turn_no = ds.usable().turns["turn"].to_numpy()  # the annotation's turn_rows index the usable turns
     rows = ann.turn_rows
     opens = np.where(rows >= 0, turn_no[np.clip(rows, 0, None)] == 0, False)
@@ -382,7 +383,7 @@ def mlp_released(cases, keep_fraction: float = 0.3, n_splits: int = 20, quick: b
     from memlib.studies._common import shuffle_splits
 
     rows = []
-    for tr, te in shuffle_splits(cases.groups, n_splits, keys=cases.keys):
+    for tr, te in shuffle_splits(cases.groups, n_splits, keys=cases.keys, quick=quick):
         train, test = cases.subset(tr), cases.subset(te)
         settings = dict(RELEASED_LEARNER, n_iter=40) if quick else RELEASED_LEARNER
         lin = hill_climb_released(
@@ -450,6 +451,6 @@ def causal_variants(
         else:
             _, lo, hi = paired_bootstrap((by_case - base[1]).dropna().to_numpy(), n_boot=n_boot, seed=0)
             row.update(delta=row["learned_V"] - base[0], delta_low=lo, delta_high=hi)
-        row.update(opening_shares(ds, ann, weights, keep_fraction, _R, n_splits))
+        row.update(opening_shares(ds, ann, weights, keep_fraction, _R))
         rows.append(row)
     return pd.DataFrame(rows)

@@ -29,7 +29,7 @@ from memlib import FACTORS
 from memlib._checks import ParameterError, check_choice, check_fraction, check_int
 from memlib.cases import CaseSet
 from memlib.learning import hill_climb
-from memlib.metrics import RetentionEvaluator, retrieval_metrics
+from memlib.metrics import RetentionEvaluator, keep_count, retrieval_metrics
 from memlib.store import MERGE_THRESHOLD, MemoryStore, Policy, ValuePolicy, make_policy, valence
 from memlib.studies._common import learner_settings, load_regimes
 
@@ -67,7 +67,7 @@ def budget_count(budget, n_turns: int) -> int:
     """
     if isinstance(budget, (int, np.integer)) and not isinstance(budget, bool):
         return check_int("budget", int(budget), minimum=1)
-    return max(1, int(np.ceil(check_fraction("keep_fraction", budget) * n_turns - 1e-9)))
+    return int(keep_count([max(int(n_turns), 1)], check_fraction("keep_fraction", budget))[0])
 
 
 def history_frame(ds, rows: np.ndarray) -> pd.DataFrame:

@@ -44,11 +44,11 @@ def keep_fraction_sweep_on_cases(
     from tqdm import tqdm
 
     fractions = _check_fractions(fractions)
-    splits, learn_seeds = split_plan(cases.groups, n_splits, seed, cases.keys)
+    splits, learn_seeds = split_plan(cases.groups, n_splits, seed, cases.keys, quick)
     live = cases.live_factors
     singles = [p for p, f in SINGLE_FACTOR.items() if live[FACTORS.index(f)]]
     rows = []
-    bar = tqdm(total=len(fractions) * n_splits, desc="sweep", disable=not progress)
+    bar = tqdm(total=len(fractions) * len(splits), desc="sweep", disable=not progress)
     for kappa in fractions:
         for s, (tr, te) in enumerate(splits):
             train, test = cases.subset(tr), cases.subset(te)

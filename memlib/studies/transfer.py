@@ -39,7 +39,7 @@ from memlib.cases import CaseSet
 from memlib.cues import CueTable
 from memlib.learning import N_ITER, hill_climb
 from memlib.metrics import RetentionEvaluator, expected_random_retention, paired_bootstrap
-from memlib.studies._common import split_plan
+from memlib.studies._common import quick_splits, split_plan
 from memlib.studies.cues import (
     CUE_MODELS,
     PAPER_MODEL,
@@ -403,7 +403,7 @@ def transfer_study(
     for name in CORPORA:
         kw = {"limit": QUICK_GROUPS} if quick else {"sample": sample}
         corpora[name] = load_cue_data(name, embedding=embedding, progress=progress, **kw)
-    per_case = transfer_matrix(corpora, keep_fraction, n_splits if not quick else 2, seed, quick, progress=progress)
+    per_case = transfer_matrix(corpora, keep_fraction, quick_splits(n_splits, quick), seed, quick, progress=progress)
     levels = {n: expected_random_retention(d.cases, keep_fraction) for n, d in corpora.items()}
     summary = summarise(per_case, levels, n_boot=200 if quick else 1000, seed=seed)
     weights = weight_signs(corpora, keep_fraction, seed, quick)

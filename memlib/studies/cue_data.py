@@ -1,0 +1,105 @@
+"""The data of the cue study (chapter 09, :mod:`memlib.studies.cues`): :class:`CueData`, a dataset's
+blind cases and their cue table (raw and calibrated), the cue models it serves
+(:data:`CUE_MODELS`, :meth:`CueData.table`), and :func:`load_cue_data`, which builds one from a
+dataset.
+
+>>> CUE_MODELS
+('cues', 'cues_no_position', 'cues_user')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from memlib._checks import ParameterError, check_choice
+from memlib.cases import CaseSet
+from memlib.cues import POSITION_GROUP, CueTable, compute_cues
+from memlib.studies._common import require_cases, scope
+
+#: The cue models: every cue, and every cue but the position group.
+CUE_MODELS = ("cues", "cues_no_position", "cues_user")
+
+
+@dataclass
+class CueData:
+    """The blind cases of a dataset and their cues (raw and calibrated), aligned."""
+
+    name: str
+    cases: CaseSet
+    raw: CueTable
+    calibrated: CueTable = None
+    info: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.raw.values.shape[:2] != self.cases.time.shape:
+            raise ParameterError("cue table and cases must share their (G, N) layout")
+        if self.calibrated is None:
+            self.calibrated = self.raw.calibrated()
+
+    def table(self, calibrated: bool, model: str = "cues") -> CueTable:
+        """The cue table a model reads.
+
+        ``cues``: every cue; ``cues_no_position`` drops the position group; ``cues_user`` drops
+        it too and adds each remaining cue times ``is_user`` (raw, 0 or 1), so that a user's
+        turn and an assistant's can weigh a cue differently (a constant ``is_user``, as in
+        person-person chat, makes the products copies of the cues).
+        """
+        check_choice("model", model, CUE_MODELS)
+        t = self.calibrated if calibrated else self.raw
+        if model == "cues":
+            return t
+        t = t.select(drop_groups=(POSITION_GROUP,))
+        if model == "cues_no_position":
+            return t
+        user = self.raw.values[..., self.raw.names.index("is_user")][..., None]
+        others = [i for i, n in enumerate(t.names) if n != "is_user"]
+        values = np.concatenate([t.values, user * t.values[..., others]], axis=-1)
+        names = t.names + tuple(f"user*{t.names[i]}" for i in others)
+        return CueTable(values, names, t.length, t.calibrated_, t.seconds, t.n_turns)
+
+    def subset(self, idx) -> tuple[CaseSet, CueData]:
+        """The cases at ``idx`` and their histories' cues."""
+        idx = np.asarray(idx, dtype=np.int64)
+        used = np.unique(self.cases.case_haystack[idx])
+        cs = self.cases.subset(idx)
+        return cs, CueData(self.name, cs, self.raw.subset(used), self.calibrated.subset(used), self.info)
+
+
+def load_cue_data(
+    dataset="locomo",
+    quick: bool = False,
+    limit: int | None = None,
+    sample: int | None = None,
+    embedding: str = "fast",
+    progress: bool = False,
+) -> CueData:
+    """Load a dataset, its cached blind (paper) annotation and its cues."""
+    import time
+
+    from memlib import datasets, factors
+
+    t0 = time.perf_counter()
+    ds = scope(datasets.load(dataset), quick, limit, sample)
+    ann = factors.annotate(ds, "blind", factor_set="paper", embedding=embedding, progress=progress)
+    require_cases(ds.name, ann.cases)
+    t1 = time.perf_counter()
+    raw = compute_cues(ds, ann, embedding=embedding, progress=progress)
+    t2 = time.perf_counter()
+    data = CueData(ds.name, ann.cases, raw)
+    data.info = {
+        **ds.stats(),
+        "usable_cases_used": int(ann.cases.n_cases),
+        "histories": int(ann.cases.n_haystacks),
+        "turn_occurrences_in_histories": int(ann.cases.length.sum()),
+        "seconds_annotation": t1 - t0,
+        "seconds_cues": t2 - t1,
+        "seconds_calibration": time.perf_counter() - t2,
+        "cue_seconds": raw.seconds,
+        "embedding": embedding,
+    }
+    return data
+
+
+__all__ = ["CUE_MODELS", "CueData", "load_cue_data"]
