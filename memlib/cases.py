@@ -31,7 +31,7 @@ class CaseSet:
 
     Attributes
     ----------
-    factors : ndarray, shape (G, N, 7), float32
+    factors : ndarray, shape (G, N, 7), float32 (float64 for the released factor set)
         Factor vectors of every haystack turn; padding rows are 0.
     time : ndarray, shape (G, N), float64
         Turn time in days (larger is more recent); padding is 0.
@@ -89,7 +89,9 @@ class CaseSet:
         )
 
     @classmethod
-    def from_haystacks(cls, factors, times, case_haystack, gold, case_ids=None, groups=None, keys=None) -> CaseSet:
+    def from_haystacks(
+        cls, factors, times, case_haystack, gold, case_ids=None, groups=None, keys=None, dtype=np.float32
+    ) -> CaseSet:
         """Build from per-haystack factor matrices and per-case gold positions.
 
         Parameters
@@ -101,16 +103,18 @@ class CaseSet:
             Gold positions of each case within its haystack (duplicates ignored).
         case_ids, groups, keys : sequences of str, optional
             Default: the case index; the haystack index.
+        dtype : numpy dtype
+            Of the factors: float32, or float64 where ties must be kept as the source computed them.
         """
         G = len(factors)
         if len(times) != G:
             raise ParameterError("factors and times need one entry per haystack")
         length = np.array([len(f) for f in factors], dtype=np.int64)
         N = int(length.max()) if G else 0
-        F = np.zeros((G, N, len(FACTORS)), dtype=np.float32)
+        F = np.zeros((G, N, len(FACTORS)), dtype=dtype)
         T = np.zeros((G, N), dtype=np.float64)
         for g, (f, t) in enumerate(zip(factors, times)):
-            f = np.asarray(f, dtype=np.float32).reshape(-1, len(FACTORS))
+            f = np.asarray(f, dtype=dtype).reshape(-1, len(FACTORS))
             t = np.asarray(t, dtype=np.float64)
             if len(t) != len(f):
                 raise ParameterError(f"haystack {g}: {len(f)} factor rows but {len(t)} times")

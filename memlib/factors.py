@@ -351,6 +351,9 @@ def annotate(
     first = dict(zip(sub.sessions["session"], sub.sessions["first_turn"]))
     count = dict(zip(sub.sessions["session"], sub.sessions["n_turns"]))
     gold = []
+    # the released code computes in float64, and float32 would merge values it keeps apart (its emotion
+    # rules give 0.15 and 0.15000000000000002), which changes its first-come ties
+    dtype = np.float64 if factor_set == "released" else np.float32
     session_codes = pd.factorize(turns["session"])[0]
     file_index = sub.cases["session_file_index"] if read["order"] == "file" else [None] * len(sub.cases)
     for c, (hay, gold_rows, in_file) in enumerate(zip(sub.cases["haystack"], sub.cases["gold"], file_index)):
@@ -360,7 +363,7 @@ def annotate(
             parts = [np.arange(first[s], first[s] + count[s]) for s in hay]
             rows = np.concatenate(parts)
             clock = np.repeat(np.arange(len(parts), dtype=np.float64), [len(p) for p in parts])
-            F = np.zeros((len(rows), len(FACTORS)), np.float32)
+            F = np.zeros((len(rows), len(FACTORS)), dtype)
             F[:, 0] = emotion[rows]
             F[:, 2] = value_col[rows]
             F[:, 3] = _self_relevance(E[rows], roles[rows], speakers[rows], read["self"], session_codes[rows])
@@ -387,6 +390,7 @@ def annotate(
         case_ids=usable.cases["case_id"],
         groups=usable.cases["group"],
         keys=content_keys(usable.cases),
+        dtype=dtype,
     )
     N = cs.factors.shape[1]
     turn_rows = np.full((len(rows_list), N), -1, dtype=np.int64)

@@ -18,8 +18,8 @@ rebuilds that computation as the ``released`` factor set
 * the share of kept gold turns that open their session, beside the base rate
   (:func:`opening_shares`).
 
->>> [label for label, *_ in RUNGS][:2]
-['the released experiment', 'emotion: VADER instead of the released rules']
+>>> [label.split(":")[0] for label, *_ in RUNGS][:4]
+['the released experiment', 'order', 'emotion', 'self']
 >>> causality_table().set_index("reading").loc["released", "self_relevance"]
 'every later session'
 """
@@ -51,23 +51,15 @@ _R = PROTOCOLS["released"]
 #: values with raw weights and put similarities on [0, 1] as ``(1 + cos) / 2``.
 RUNGS = (
     ("the released experiment", {}, _R, "reference"),
+    # first the order, so that the causal readings below are causal in time, not in the file's order
+    ("order: histories by date, the clock in days (not the file's order)", {"order": "time"}, _R, "reference"),
     ("emotion: VADER instead of the released rules", {"emotion": "vader"}, _R, "reference"),
     ("self: the running centroid of earlier turns, not the whole history", {"self": "earlier"}, _R, "reference"),
     ("goal: a session without user turns falls back to its own turns", {"goal": "session"}, _R, "reference"),
     ("reliability: 0.8 / 0.4 instead of 0.7 / 0.4", {"reliability": "paper"}, _R, "reference"),
     ("keep count: ceil instead of floor", {}, dataclasses.replace(_R, cut="ceil"), "reference"),
-    (
-        "ties and clock: ties never favour gold; histories by date",
-        {"order": "time"},
-        dataclasses.replace(_R, cut="ceil", ties="pessimistic"),
-        "reference",
-    ),
-    (
-        "embedding: 128 word pieces instead of 256",
-        {},
-        dataclasses.replace(_R, cut="ceil", ties="pessimistic"),
-        "fast",
-    ),
+    ("ties: a tie never favours gold", {}, dataclasses.replace(_R, cut="ceil", ties="pessimistic"), "reference"),
+    ("embedding: 128 word pieces instead of 256", {}, dataclasses.replace(_R, cut="ceil", ties="pessimistic"), "fast"),
     (
         "learner: memlib's hill climb (restarts, its settings, a seed per split)",
         {},
@@ -81,13 +73,18 @@ _LADDER_KEYS = ("emotion", "self", "goal", "reliability", "order")
 
 #: Causal variants of the released reading: ``(name, what it may read, readings)``.
 CAUSAL_VARIANTS = (
-    ("released", "the whole history", {}),
+    # by date, so that "before" means earlier in time (the file's order differs in 203 of 477 histories)
+    ("released, histories by date", "the whole history", {"order": "time"}),
     (
         "causal at each session's end",
         "its own session and the sessions before it",
-        {"self": "through_session", "goal": "session"},
+        {"self": "through_session", "goal": "session", "order": "time"},
     ),
-    ("causal at each turn", "the turns before it", {"self": "earlier", "goal": "earlier_in_session"}),
+    (
+        "causal at each turn",
+        "the turns before it",
+        {"self": "earlier", "goal": "earlier_in_session", "order": "time"},
+    ),
 )
 
 #: What each reading of a factor reads beyond the turn itself: ``(reading key, value) -> words``.
@@ -112,8 +109,8 @@ def causality_table() -> pd.DataFrame:
 
     rows = []
     for name, readings in [
-        *((fs, {}) for fs in ("paper", "extended")),
-        *((n, r) for n, _, r in CAUSAL_VARIANTS),
+        *((fs, {}) for fs in ("paper", "extended", "released")),
+        *((n, r) for n, _, r in CAUSAL_VARIANTS[1:]),
     ]:
         base = READINGS[name] if name in READINGS else READINGS["released"]
         read = {**base, **readings}
@@ -134,9 +131,15 @@ def causality_table() -> pd.DataFrame:
 def _blind(
     dataset, readings, embedding, protocol, *, keep_fraction, n_splits, quick, sample, progress, seed=0, policies=None
 ):
-    """Blind per-case retention and weights of one reading and protocol (``readings`` over the released set)."""
+    """Blind per-case retention and weights of one reading and protocol (``readings`` over the released set).
+
+    Readings that are the ``paper`` set's in every respect are that set (its table, its float32 storage).
+    """
+    from memlib.factors import READINGS
+
+    factor_set, readings = ("paper", None) if _rung_readings(readings) == READINGS["paper"] else ("released", readings)
     ds, anns = load_regimes(
-        dataset, quick=quick, sample=sample, factor_set="released", embedding=embedding, readings=readings
+        dataset, quick=quick, sample=sample, factor_set=factor_set, embedding=embedding, readings=readings
     )
     cases = anns["blind"].cases
     kw = {} if policies is None else {"policies": policies}
