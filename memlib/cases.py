@@ -167,6 +167,24 @@ class CaseSet:
         """Boolean mask of the factors that are not identically zero."""
         return np.any(self.factors != 0, axis=(0, 1))
 
+    def haystack_keys(self) -> np.ndarray:
+        """Each haystack's content key: the smallest :attr:`keys` of the cases over it (``""`` for none).
+
+        Work done haystack by haystack in this order, or seeded by these keys, does not depend
+        on where a haystack sits in the case set.
+
+        >>> cs = CaseSet.from_cases([np.zeros((1, 7))] * 2, [np.zeros(1)] * 2, gold=[[0], [0]], keys=["b", "a"])
+        >>> cs.haystack_keys().tolist()
+        ['b', 'a']
+        """
+        out = [""] * self.n_haystacks
+        seen = np.zeros(self.n_haystacks, dtype=bool)
+        for h, k in zip(self.case_haystack, self.keys):
+            k = str(k)
+            if not seen[h] or k < out[h]:
+                out[h], seen[h] = k, True
+        return np.asarray(out, dtype=object)
+
     def gold_mask(self, case: int) -> np.ndarray:
         """Boolean gold mask over the haystack of one case."""
         m = np.zeros(self.length[self.case_haystack[case]], dtype=bool)

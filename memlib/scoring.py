@@ -97,13 +97,9 @@ def haystack_draws(cases: CaseSet, seed: int = 0) -> np.ndarray:
     import hashlib
 
     G, N = cases.time.shape
-    first_key = {}
-    for c, h in enumerate(cases.case_haystack):
-        k = str(cases.keys[c])
-        if h not in first_key or k < first_key[h]:
-            first_key[h] = k
+    keys = cases.haystack_keys()
     out = np.zeros((G, N))
     for h in range(G):
-        digest = hashlib.sha256(first_key.get(h, str(h)).encode("utf-8", "surrogatepass")).digest()
+        digest = hashlib.sha256((keys[h] or str(h)).encode("utf-8", "surrogatepass")).digest()
         out[h] = np.random.default_rng([int(seed), int.from_bytes(digest[:8], "little")]).random(N)
     return out

@@ -122,9 +122,15 @@ def fit_mlp_released(cases, columns, hidden=(16, 16), epochs: int = 200, lr: flo
     real = np.arange(N)[None, :] < cases.length[cases.case_haystack][:, None]
     neg = real & ~is_gold
     ok = is_gold.any(axis=1) & neg.any(axis=1)
-    F = torch.from_numpy(np.ascontiguousarray(cases.factors[..., columns], dtype=np.float32))
+    # histories and cases in the order of their content keys, so that no float sum depends on the order
+    # of the file (the forward pass, the gradients and the mean over cases all follow it)
+    order = np.argsort(cases.haystack_keys(), kind="stable")
+    place = np.empty(len(order), dtype=np.int64)
+    place[order] = np.arange(len(order))
+    F = torch.from_numpy(np.ascontiguousarray(cases.factors[order][..., columns], dtype=np.float32))
     used = np.flatnonzero(ok)
-    hay = torch.from_numpy(cases.case_haystack[used])
+    used = used[np.argsort(cases.keys[used].astype(str), kind="stable")]
+    hay = torch.from_numpy(place[cases.case_haystack[used]])
     # each usable case's gold positions, padded to the most any case has (pad: position 0, masked out)
     n_gold = is_gold[used].sum(axis=1)
     P = int(n_gold.max()) if len(used) else 0
@@ -147,8 +153,11 @@ def fit_mlp_released(cases, columns, hidden=(16, 16), epochs: int = 200, lr: flo
     net.eval()
 
     def score(factors) -> np.ndarray:
-        X = torch.from_numpy(np.ascontiguousarray(np.asarray(factors)[..., columns], dtype=np.float32))
+        # each distinct factor row once, in sorted order: a row's score does not depend on where it sits
+        X = np.ascontiguousarray(np.asarray(factors)[..., columns], dtype=np.float32)
+        rows, inverse = np.unique(X.reshape(-1, X.shape[-1]), axis=0, return_inverse=True)
         with torch.no_grad():
-            return net(X).squeeze(-1).numpy().astype(np.float64)
+            s = net(torch.from_numpy(rows)).squeeze(-1).numpy().astype(np.float64)
+        return s[inverse.reshape(-1)].reshape(X.shape[:-1])
 
     return score

@@ -266,3 +266,28 @@ def test_the_released_study_runs_and_labels_the_authors_figures(lme_file):
     base = "released, histories by date"
     assert c.loc[base, "delta"] == 0.0
     assert 0 < c.loc[base, "all_turns_opening_share"] < 1
+
+
+def test_the_released_mlp_does_not_depend_on_the_order_of_the_cases():
+    from memlib.value_net import fit_mlp_released
+
+    rng = np.random.default_rng(3)
+    factors, times, gold, keys = [], [], [], []
+    for i in range(10):
+        n = int(rng.integers(5, 12))
+        f = np.zeros((n, len(FACTORS)))
+        f[:, [0, 1, 3, 5]] = rng.random((n, 4))  # noise: the order effects show most here
+        factors.append(f)
+        times.append(np.arange(float(n)))
+        gold.append([int(rng.integers(0, n))])
+        keys.append(f"k{i:02d}")
+    live = np.zeros(len(FACTORS), bool)
+    live[[0, 1, 3, 5]] = True
+    a = CaseSet.from_cases(factors, times, gold=gold, keys=keys)
+    perm = rng.permutation(10)
+    b = CaseSet.from_cases(
+        [factors[i] for i in perm], [times[i] for i in perm], gold=[gold[i] for i in perm], keys=[keys[i] for i in perm]
+    )
+    sa, sb = fit_mlp_released(a, live, epochs=30), fit_mlp_released(b, live, epochs=30)
+    np.testing.assert_array_equal(sa(a.factors), sb(a.factors))
+    np.testing.assert_array_equal(sa(a.factors)[perm], sa(b.factors))
