@@ -149,6 +149,24 @@ def _blind(
     return ds, anns["blind"], per_case, weights
 
 
+def _learned_summary(per_case: pd.DataFrame, ddof: int, against=None, n_boot: int = 1000):
+    """Blind ``learned_V`` of one run: its mean and std over splits, and its change from ``against``.
+
+    Returns ``(row, compare)``: ``row`` holds ``learned_V``, ``std``, ``delta``, ``delta_low`` and
+    ``delta_high`` (a paired bootstrap over cases, each averaged over the splits that test it, in
+    content-key order; NaN without ``against``); ``compare`` is what a later run is compared with.
+    """
+    split_means = per_case.groupby("split")["retention"].mean()
+    by_case = per_case.groupby("key")["retention"].mean()  # by content key: no id decides the order
+    row = {"learned_V": float(split_means.mean()), "std": float(np.std(split_means, ddof=ddof))}
+    if against is None:
+        row.update(delta=np.nan, delta_low=np.nan, delta_high=np.nan)
+    else:
+        _, lo, hi = paired_bootstrap((by_case - against[1]).dropna().to_numpy(), n_boot=n_boot, seed=0)
+        row.update(delta=row["learned_V"] - against[0], delta_low=lo, delta_high=hi)
+    return row, (row["learned_V"], by_case)
+
+
 def _rung_readings(readings: dict) -> dict:
     from memlib.factors import READINGS
 
@@ -190,25 +208,18 @@ def ladder(
             progress=progress,
             policies=("learned_V",),
         )
-        split_means = per_case.groupby("split")["retention"].mean()
-        by_case = per_case.groupby("key")["retention"].mean()  # by content key: no id decides the order
-        row = {
-            "step": step,
-            "rung": label,
-            "learned_V": float(split_means.mean()),
-            "std": float(np.std(split_means, ddof=proto.ddof)),
-            "embedding": embedding,
-            **{f"reading_{k}": v for k, v in read.items()},
-        }
-        if prev is None:
-            row.update(delta=np.nan, delta_low=np.nan, delta_high=np.nan)
-        else:
-            gaps = (by_case - prev[1]).dropna()
-            _, lo, hi = paired_bootstrap(gaps.to_numpy(), n_boot=n_boot, seed=0)
-            row.update(delta=row["learned_V"] - prev[0], delta_low=lo, delta_high=hi)
-        rows.append(row)
-        prev = (row["learned_V"], by_case)
-    return pd.DataFrame(rows)
+        summary, prev = _learned_summary(per_case, proto.ddof, prev, n_boot)
+        rows.append(
+            {
+                "step": step,
+                "rung": label,
+                **summary,
+                "embedding": embedding,
+                **{f"reading_{k}": v for k, v in read.items()},
+            }
+        )
+    cols = ["step", "rung", "learned_V", "std", "delta", "delta_low", "delta_high", "embedding"]
+    return pd.DataFrame(rows)[cols + [c for c in rows[0] if c.startswith("reading_")]]
 
 
 def opening_shares(ds, ann, weights: pd.DataFrame, keep_fraction: float, protocol) -> dict:
@@ -440,20 +451,11 @@ def causal_variants(
             progress=progress,
             policies=("learned_V",),
         )
-        split_means = per_case.groupby("split")["retention"].mean()
-        by_case = per_case.groupby("key")["retention"].mean()  # by content key: no id decides the order
-        row = {
-            "variant": name,
-            "reads": reads,
-            "learned_V": float(split_means.mean()),
-            "std": float(np.std(split_means, ddof=_R.ddof)),
-        }
-        if base is None:
-            row.update(delta=0.0, delta_low=0.0, delta_high=0.0)
-            base = (row["learned_V"], by_case)
-        else:
-            _, lo, hi = paired_bootstrap((by_case - base[1]).dropna().to_numpy(), n_boot=n_boot, seed=0)
-            row.update(delta=row["learned_V"] - base[0], delta_low=lo, delta_high=hi)
+        summary, compare = _learned_summary(per_case, _R.ddof, base, n_boot)
+        if base is None:  # the first variant is the one the others are measured against
+            summary.update(delta=0.0, delta_low=0.0, delta_high=0.0)
+            base = compare
+        row = {"variant": name, "reads": reads, **summary}
         row.update(opening_shares(ds, ann, weights, keep_fraction, _R))
         rows.append(row)
     return pd.DataFrame(rows)
