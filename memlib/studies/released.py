@@ -68,8 +68,6 @@ RUNGS = (
     ),
     ("splits: memlib's seeded splits (memlib's Table 1)", {}, PROTOCOLS["memlib"], "fast"),
 )
-#: Every reading a rung sets, so that each rung states all five (:data:`memlib.factors.READINGS` keys).
-_LADDER_KEYS = ("emotion", "self", "goal", "reliability", "order")
 
 #: Causal variants of the released reading: ``(name, what it may read, readings)``.
 CAUSAL_VARIANTS = (
@@ -135,9 +133,10 @@ def _blind(
 
     Readings that are the ``paper`` set's in every respect are that set (its table, its float32 storage).
     """
-    from memlib.factors import READINGS
+    from memlib.factors import READINGS, resolve_readings
 
-    factor_set, readings = ("paper", None) if _rung_readings(readings) == READINGS["paper"] else ("released", readings)
+    paper = resolve_readings("released", readings) == READINGS["paper"]
+    factor_set, readings = ("paper", None) if paper else ("released", readings)
     ds, anns = load_regimes(
         dataset, quick=quick, sample=sample, factor_set=factor_set, embedding=embedding, readings=readings
     )
@@ -167,12 +166,6 @@ def _learned_summary(per_case: pd.DataFrame, ddof: int, against=None, n_boot: in
     return row, (row["learned_V"], by_case)
 
 
-def _rung_readings(readings: dict) -> dict:
-    from memlib.factors import READINGS
-
-    return {k: readings.get(k, READINGS["released"][k]) for k in _LADDER_KEYS}
-
-
 def ladder(
     dataset="longmemeval_s",
     keep_fraction: float = 0.3,
@@ -191,11 +184,13 @@ def ladder(
     paired bootstrap interval of the change over cases (each case's retention
     averaged over the splits that test it).
     """
+    from memlib.factors import resolve_readings
+
     rows, prev, changed = [], None, {}
     for step, (label, readings, protocol, embedding) in enumerate(rungs):
         proto = get_protocol(protocol)
         changed.update(readings)  # the readings change cumulatively; each rung states its protocol whole
-        read = _rung_readings(changed)
+        read = resolve_readings("released", changed)  # all five readings, the changes laid over the released
         _, _, per_case, _ = _blind(
             dataset,
             read,
