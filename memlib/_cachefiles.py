@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def safe_name(name) -> str:
-    """A name made safe for a cache file name (no folders, no dots leading out of the cache root).
+    """Return ``name`` made safe for a cache file name (no folders, no dots leading out of the cache root).
 
     >>> safe_name("../../x y.json")
     '_.._x_y.json'
@@ -34,7 +34,7 @@ def safe_name(name) -> str:
 
 
 def cache_root() -> Path:
-    """The folder every memlib cache lives under: one per user, shared by every clone and install.
+    """Return the folder every memlib cache lives under: one per user, shared by every clone and install.
 
     Returns
     -------
@@ -84,7 +84,7 @@ _REPORTED: set = set()
 
 
 def read_npz(path, names) -> dict:
-    """The arrays ``names`` of an ``.npz`` file, read whole and without pickle.
+    """Read the arrays ``names`` of an ``.npz`` file, whole and without pickle.
 
     A damaged file raises one of :data:`CORRUPT_ERRORS`; the file is closed either way.
     """

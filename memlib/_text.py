@@ -1,23 +1,23 @@
-"""Text hygiene shared by the loaders, the annotator and the store.
+r"""Text hygiene shared by the loaders, the annotator and the store.
 
-One rule for invalid Unicode everywhere: a lone surrogate (``"\\ud800"``; legal in
+One rule for invalid Unicode everywhere: a lone surrogate (``"\ud800"``; legal in
 JSON, not encodable as UTF-8, so neither the tokenizer, SQLite nor an ``.npz``
 header can hold it) is replaced by U+FFFD, the Unicode replacement character.
 We replace rather than refuse because a memory store must keep the turn an
 agent hands it, and because the loaders then give a turn the same text, and so
 the same factors, as the store would. Paired surrogates written as two JSON
-escapes (``"\\ud83d\\ude00"``) are already one code point when JSON is decoded, so
+escapes (``"\ud83d\ude00"``) are already one code point when JSON is decoded, so
 they are untouched.
 
 And bounded lengths: a turn may be 200 MB. The text heuristics read at most its first
 :data:`TEXT_BOUND` characters (:func:`bounded`), and the embedding model's tokenizer is
 handed a prefix that keeps the word pieces the model reads (:func:`cut_to_word_pieces`).
 
->>> clean_text("caf\\u00e9")
+>>> clean_text("caf\u00e9")
 'café'
->>> clean_text("a\\ud800b") == "a\\ufffdb"
+>>> clean_text("a\ud800b") == "a\ufffdb"
 True
->>> count_surrogates("a\\ud800\\udfffb")
+>>> count_surrogates("a\ud800\udfffb")
 2
 """
 
@@ -32,7 +32,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def count_surrogates(text: str) -> int:
-    """The number of lone surrogate code points in ``text``."""
+    """Count the lone surrogate code points in ``text``."""
     return len(_SURROGATE.findall(text))
 
 
@@ -115,7 +115,7 @@ _REDUCE_CHUNK = 1 << 20
 
 
 def cut_to_word_pieces(text: str, pieces: int, count) -> str:
-    """A text of bounded length whose first ``pieces`` word pieces are those of ``text``.
+    r"""Cut ``text`` to a bounded length that keeps its first ``pieces`` word pieces.
 
     ``count(s)`` is the number of word pieces of ``s`` (at least ``min(pieces, true count)``:
     it may stop counting at ``pieces``), by the model's own tokenizer. A text of at most
@@ -137,12 +137,12 @@ def cut_to_word_pieces(text: str, pieces: int, count) -> str:
     of combining marks, emoji or symbols in one word, say) is cut at that length without that
     guarantee, so that memory stays bounded.
 
-    >>> count = lambda s: len(re.findall(r"\\w+", s))  # a stand-in tokenizer: one piece per word
+    >>> count = lambda s: len(re.findall(r"\w+", s))  # a stand-in tokenizer: one piece per word
     >>> cut_to_word_pieces("a b c", 2, count)
     'a b c'
     >>> cut_to_word_pieces("word " * 20, 2, count)
     'word word word word'
-    >>> cut_to_word_pieces("\\x00" * 5000 + " hello" * 3, 1, count)  # 5,000 deleted characters, then words
+    >>> cut_to_word_pieces("\x00" * 5000 + " hello" * 3, 1, count)  # 5,000 deleted characters, then words
     ' hello hello'
     """
     if len(text) <= CUT_CHARS_PER_PIECE * pieces:
@@ -176,12 +176,12 @@ def _cut_at_safe_point(text: str, pieces: int, count, limit: int) -> str | None:
 
 
 def _reduced_prefix(text: str, size: int) -> str:
-    """About the first ``size`` characters of ``text``, ``_DELETED`` removed, ``_SPACES`` and ``_LONG_RUN`` shortened.
+    r"""About the first ``size`` characters of ``text``, ``_DELETED`` removed, ``_SPACES`` and ``_LONG_RUN`` shortened.
 
     It is read in pieces, so a 200 MB run of spaces costs no 200 MB copy, and it is an exact
     prefix of the whole text reduced (a run of spaces across two pieces is one space).
 
-    >>> _reduced_prefix("a \\x00\\t b\\u200b c", 100)
+    >>> _reduced_prefix("a \x00\t b\u200b c", 100)
     'a b c'
     """
     out, total, space = [], 0, False

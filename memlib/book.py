@@ -26,7 +26,7 @@ NOTEBOOK_DIR = ROOT / "notebooks"
 
 
 def notebook_paths(directory: Path = NOTEBOOK_DIR) -> list[Path]:
-    """The book's notebooks (``NN_topic.md``), in order."""
+    """Return the book's notebooks (``NN_topic.md``), in order."""
     return sorted(p for p in Path(directory).glob("[0-9][0-9]_*.md"))
 
 
@@ -211,9 +211,9 @@ def _matches(html_dir, pattern, globs, skip=None) -> list[str]:
 
 
 def to_mathml(latex: str, display: bool = False) -> str:
-    """LaTeX math as a MathML ``<math>`` element (what the book's pages carry).
+    r"""Render LaTeX math as a MathML ``<math>`` element (what the book's pages carry).
 
-    >>> to_mathml(r"V(m) = \\sum_i w_i f_i(m)").startswith('<math xmlns="http://www.w3.org/1998/Math/MathML"')
+    >>> to_mathml(r"V(m) = \sum_i w_i f_i(m)").startswith('<math xmlns="http://www.w3.org/1998/Math/MathML"')
     True
     >>> 'display="block"' in to_mathml(r"\bar V", display=True)
     True
@@ -304,7 +304,7 @@ def emit_results(table) -> None:
 
 
 def read_results(nb) -> list:
-    """The records published by :func:`emit_results` in an executed notebook."""
+    """Return the records published by :func:`emit_results` in an executed notebook."""
     out = []
     for cell in nb.cells:
         for o in cell.get("outputs", []):
@@ -315,7 +315,7 @@ def read_results(nb) -> list:
 
 
 def parse_value(text: str):
-    """A command-line parameter value: int, float, True/False/None, or the string itself.
+    """Parse a command-line parameter value: an int, float, True/False/None, or the string itself.
 
     >>> [parse_value(v) for v in ["3", "0.3", "True", "None", "locomo"]]
     [3, 0.3, True, None, 'locomo']
@@ -399,7 +399,7 @@ _NOT_LITERAL = object()
 
 
 def _declared_parameters(nb) -> dict:
-    """The names the ``parameters`` cell assigns, each with its literal default (or :data:`_NOT_LITERAL`)."""
+    """Return the names the ``parameters`` cell assigns, each with its literal default (or :data:`_NOT_LITERAL`)."""
     import ast
 
     for cell in nb.cells:

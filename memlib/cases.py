@@ -63,6 +63,7 @@ class CaseSet:
     _n_gold: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
+        """Check that the arrays fit together (shapes, indices) and count each case's gold turns."""
         G, N, d = self.factors.shape
         if d != len(FACTORS):
             raise ParameterError(f"factors must have {len(FACTORS)} columns, got {d}")
@@ -141,10 +142,12 @@ class CaseSet:
     # ------------------------------------------------------------- properties
     @property
     def n_cases(self) -> int:
+        """Number of cases."""
         return len(self.case_haystack)
 
     @property
     def n_haystacks(self) -> int:
+        """Number of unique haystacks (histories) the cases share."""
         return self.factors.shape[0]
 
     @property
@@ -192,7 +195,7 @@ class CaseSet:
         return m
 
     def subset(self, cases) -> CaseSet:
-        """The cases at the given indices, keeping only the haystacks they use."""
+        """Return the cases at the given indices, keeping only the haystacks they use."""
         cases = np.asarray(cases, dtype=np.int64)
         used, new_h = np.unique(self.case_haystack[cases], return_inverse=True)
         remap = np.full(self.n_cases, -1, dtype=np.int64)

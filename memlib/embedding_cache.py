@@ -7,7 +7,7 @@ shard atomically (:func:`memlib._cachefiles.atomic_savez`), so an interrupted ru
 leaves only whole shards behind; a shard that cannot be read, or whose vectors
 are not finite unit vectors (:func:`_check_vectors`), is set aside when the
 cache loads, and a folder that cannot be written keeps new vectors in memory
-only (with a :class:`~memlib._cachefiles.CacheWarning`). :func:`memlib.embeddings.embed`
+only (with a :class:`~memlib._cachefiles.CacheWarning`). :func:`memlib.embeddings.embed_cached`
 is what fills it; :mod:`memlib.embeddings` re-exports every name here.
 
 >>> import tempfile
@@ -76,6 +76,7 @@ class EmbeddingCache:
         self._load()
 
     def key(self, text: str) -> bytes:
+        """Return the 32-byte key of ``text``: the sha256 of the model tag, the length and the text."""
         return hashlib.sha256(f"{self.model_tag}\0{self.max_seq_length}\0{text}".encode()).digest()
 
     def _load(self):
@@ -116,16 +117,18 @@ class EmbeddingCache:
             self._vectors = None
 
     def __len__(self) -> int:
+        """Return the number of texts cached."""
         return len(self._index)
 
     @property
     def vectors(self) -> np.ndarray:
+        """All cached vectors, shape (len(self), 384), in the order the keys were added."""
         if self._vectors is None:
             self._vectors = np.concatenate(self._blocks) if self._blocks else np.zeros((0, DIM), np.float32)
         return self._vectors
 
     def get(self, texts) -> tuple[np.ndarray, np.ndarray]:
-        """Cached vectors for ``texts`` (zeros where missing) and a found mask."""
+        """Return the cached vectors of ``texts`` (zeros where missing) and a mask of those found."""
         idx = np.array([self._index.get(self.key(t), -1) for t in texts], dtype=np.int64)
         found = idx >= 0
         dim = self.vectors.shape[1] if len(self) else DIM

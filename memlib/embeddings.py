@@ -8,8 +8,8 @@ shard is written to a temporary file and renamed, so an interrupted run
 leaves only whole shards behind and the next run resumes where it stopped.
 It is the :class:`EmbeddingCache` of :mod:`memlib.embedding_cache`
 (re-exported here, with the cache file helpers of :mod:`memlib._cachefiles`);
-this module holds the model, its settings and devices, and :func:`embed`
-and :func:`encode`.
+this module holds the model, its settings and devices, and :func:`embed_cached`
+and :func:`embed_uncached`.
 
 Three named settings (:data:`SETTINGS`) trade accuracy for time on long texts:
 ``reference`` truncates at 256 word pieces (the sentence-transformers default
@@ -27,9 +27,11 @@ surrogate becomes U+FFFD) and cut to a bounded length that keeps its first
 ``max_seq_length - 2`` word pieces (:func:`model_input`), so a 200 MB turn costs
 what a 2 KB one does, and every ordinary text embeds exactly as it did uncut.
 
-:func:`embed` goes through the cache (for datasets, embedded once and reused);
-:func:`encode` calls the model directly (for a memory store in an agent loop,
-where hashing and shard writes would cost more than the texts themselves).
+:func:`embed_cached` goes through the cache (for datasets, embedded once and
+reused); :func:`embed_uncached` calls the model directly (for a memory store in
+an agent loop, where hashing and shard writes would cost more than the texts
+themselves). Their old names, :func:`embed` and :func:`encode`, still work and
+raise a :class:`DeprecationWarning`.
 
 >>> cache = EmbeddingCache(tempfile.mkdtemp(), model_tag="test", max_seq_length=8)
 >>> cache.put(["a"], np.ones((1, 4), np.float32))
@@ -97,12 +99,12 @@ def resolve_setting(setting) -> tuple[int, str]:
 
 
 def setting_length(setting) -> int:
-    """The ``max_seq_length`` of a named setting (:data:`SETTINGS`), or an int passed through."""
+    """Return the ``max_seq_length`` of a named setting (:data:`SETTINGS`), or an int passed through."""
     return resolve_setting(setting)[0]
 
 
 def model_tag(backend: str = "torch") -> str:
-    """The name embeddings of a backend are cached under (each backend has its own vectors).
+    """Return the name the embeddings of a backend are cached under (each backend has its own vectors).
 
     The int8 tag names how its model was built (:data:`ONNX_EXPORT` and the
     torch and onnxruntime versions), so vectors of two different exports never
@@ -155,7 +157,7 @@ _CACHES: dict = {}
 
 
 def shared_cache(max_seq_length: int, backend: str = "torch") -> EmbeddingCache:
-    """The process-wide cache of one setting under :func:`cache_root` (its shards are read once)."""
+    """Return the process-wide cache of one setting under :func:`cache_root` (its shards are read once)."""
     key = (str(cache_root()), max_seq_length, backend)
     if key not in _CACHES:
         _CACHES[key] = EmbeddingCache(model_tag=model_tag(backend), max_seq_length=max_seq_length)
@@ -166,7 +168,7 @@ _MODELS: dict = {}
 
 
 def load_model(max_seq_length: int = 256, device: str | None = None):
-    """The packaged all-MiniLM-L6-v2 SentenceTransformer (loaded once per process and device).
+    """Load the packaged all-MiniLM-L6-v2 SentenceTransformer (once per process and device).
 
     ``device`` defaults to :func:`default_device`: a GPU when torch sees one.
     """
@@ -199,7 +201,7 @@ _TOKENIZERS: list = []
 
 
 def _tokenizer():
-    """The packaged model's tokenizer (loaded once): what :func:`model_input` counts word pieces with."""
+    """Return the packaged model's tokenizer (loaded once): what :func:`model_input` counts word pieces with."""
     if not _TOKENIZERS:
         from transformers import AutoTokenizer
 
@@ -208,7 +210,7 @@ def _tokenizer():
 
 
 def model_input(texts, max_seq_length: int, tokenizer=None) -> list[str]:
-    """What the model is given of ``texts``: each cleaned, and cut to a bounded length with the same first word pieces.
+    r"""Return what the model is given of ``texts``: each cleaned, and cut short keeping its first word pieces.
 
     A lone surrogate becomes U+FFFD (:func:`memlib._text.clean_text`; the tokenizer
     cannot take one). A text longer than ``8 * (max_seq_length - 2)`` characters is cut
@@ -218,7 +220,7 @@ def model_input(texts, max_seq_length: int, tokenizer=None) -> list[str]:
     tokenizer is then never handed more than ``2048 * (max_seq_length - 2)``
     characters, so memory stays bounded (a 200 MB turn took the tokenizer past 12 GB).
 
-    >>> model_input(["short", "a\\ud800b"], 128) == ["short", "a\\ufffdb"]
+    >>> model_input(["short", "a\ud800b"], 128) == ["short", "a\ufffdb"]
     True
     """
     pieces = max_seq_length - 2
@@ -238,7 +240,7 @@ def model_input(texts, max_seq_length: int, tokenizer=None) -> list[str]:
 
 
 def _model_tokenizer(model):
-    """The tokenizer of a loaded model (a SentenceTransformer or :class:`OnnxEncoder`), if it has one."""
+    """Return the tokenizer of a loaded model (a SentenceTransformer or :class:`OnnxEncoder`), if it has one."""
     try:
         return getattr(model, "tokenizer", None)
     except Exception:  # a model without a tokenizer module
@@ -246,7 +248,7 @@ def _model_tokenizer(model):
 
 
 def _onnxruntime():
-    """``onnxruntime``, imported with its telemetry off unless ``$ORT_DISABLE_TELEMETRY`` says otherwise.
+    """Import ``onnxruntime`` with its telemetry off, unless ``$ORT_DISABLE_TELEMETRY`` says otherwise.
 
     onnxruntime 1.32 on Linux and macOS starts a telemetry uploader when it is
     imported, which writes a device id and an offline event database under
@@ -262,7 +264,7 @@ def _onnxruntime():
 
 
 def _onnx_versions() -> tuple[str, str]:
-    """The torch and onnxruntime versions, or a clear error when the ONNX packages are missing."""
+    """Return the torch and onnxruntime versions; raise a clear error when the ONNX packages are missing."""
     try:
         import onnx  # noqa: F401  (quantize_dynamic needs it)
 
@@ -279,7 +281,7 @@ def _onnx_versions() -> tuple[str, str]:
 
 
 def onnx_int8_model(folder=None) -> Path:
-    """The packaged model exported to ONNX and quantised to int8, built once and kept in the cache.
+    """Return the path of the packaged model exported to ONNX and quantised to int8 (built once, kept in the cache).
 
     The transformer of :func:`load_model` (float32, torch) is exported with
     ``torch.onnx.export`` and its weights quantised with ONNX Runtime's
@@ -339,7 +341,7 @@ def onnx_int8_model(folder=None) -> Path:
 
 
 class OnnxEncoder:
-    """The int8 ONNX export of the model, behind the ``encode`` call :func:`embed` makes of a SentenceTransformer."""
+    """The int8 ONNX export of the model, behind the ``encode`` call the embedders make of a SentenceTransformer."""
 
     def __init__(self, max_seq_length: int = 128):
         ort = _onnxruntime()
@@ -357,7 +359,7 @@ class OnnxEncoder:
             self.session = ort.InferenceSession(str(onnx_int8_model()), so, providers=["CPUExecutionProvider"])
 
     def encode(self, texts, batch_size: int = 64, **_) -> np.ndarray:
-        """Unit-norm mean-pooled embeddings of ``texts``, shape (n, 384) (each cleaned and cut: :func:`model_input`)."""
+        """Embed ``texts`` as unit-norm mean-pooled rows, shape (n, 384) (each cleaned and cut: :func:`model_input`)."""
         texts = model_input(texts, self.max_seq_length, self.tokenizer)
         out = np.empty((len(texts), DIM), np.float32)
         for b in range(0, len(texts), batch_size):
@@ -384,7 +386,7 @@ def _check_backend_device(backend: str, device: str | None) -> None:
 
 
 def _encoder(max_seq_length: int, backend: str, device: str | None):
-    """The model object of a setting: a SentenceTransformer (torch) or an :class:`OnnxEncoder`."""
+    """Return the model object of a setting: a SentenceTransformer (torch) or an :class:`OnnxEncoder`."""
     if backend == "torch":
         return load_model(max_seq_length, device)
     _check_backend_device(backend, device)
@@ -395,7 +397,7 @@ def _encoder(max_seq_length: int, backend: str, device: str | None):
 
 
 def _strings(texts) -> list:
-    """``texts`` as a list, or a one-line error naming the first item that is not a string."""
+    """Return ``texts`` as a list; raise a one-line error naming the first item that is not a string."""
     texts = list(texts)
     for i, t in enumerate(texts):
         if not isinstance(t, str):
@@ -405,14 +407,15 @@ def _strings(texts) -> list:
     return texts
 
 
-def encode(texts, setting="fast", device: str | None = None, batch_size: int = 64) -> np.ndarray:
-    """Unit-norm embeddings of ``texts`` straight from the model: no disk cache, no progress bar.
+def embed_uncached(texts, setting="fast", device: str | None = None, batch_size: int = 64) -> np.ndarray:
+    """Embed ``texts`` straight from the model, with no disk cache and no progress bar.
 
     The encoder of :class:`memlib.store.MemoryStore`, made for an agent loop: the
     shared model (:func:`load_model`, or the :class:`OnnxEncoder` of the ``int8``
     setting; loaded on the first call and kept) encodes
     the texts in one call, and nothing is hashed or written to disk. Use
-    :func:`embed` instead to embed a dataset once and reuse the vectors.
+    :func:`embed_cached` instead to embed a dataset once and reuse the vectors.
+    :func:`encode` is its deprecated old name.
 
     Parameters
     ----------
@@ -433,7 +436,7 @@ def encode(texts, setting="fast", device: str | None = None, batch_size: int = 6
 
     Examples
     --------
-    >>> E = encode(["I am allergic to peanuts.", "Peanuts make me ill.", "The train leaves at nine."])
+    >>> E = embed_uncached(["I am allergic to peanuts.", "Peanuts make me ill.", "The train leaves at nine."])
     >>> E.shape, E.dtype
     ((3, 384), dtype('float32'))
     >>> bool(E[0] @ E[1] > E[0] @ E[2])   # the two sentences about peanuts are the closest pair
@@ -456,30 +459,42 @@ def encode(texts, setting="fast", device: str | None = None, batch_size: int = 6
     return np.asarray(out, dtype=np.float32)
 
 
-def embed(
+def embed_cached(
     texts,
-    max_seq_length=256,
+    setting="reference",
     batch_size: int = 64,
     cache: EmbeddingCache | None = None,
     progress: bool = True,
     use_cache: bool = True,
     device: str | None = None,
 ) -> np.ndarray:
-    """Unit-norm embeddings of ``texts``, shape (n, 384), each unique text embedded once.
+    """Embed ``texts`` through the disk cache, each unique text once: unit-norm rows, shape (n, 384).
+
+    For datasets: a text embedded once is read back from the cache by every
+    later call. Use :func:`embed_uncached` for a few texts at a time (an agent
+    loop). :func:`embed` is its deprecated old name (whose ``max_seq_length``
+    argument is ``setting`` here).
 
     Parameters
     ----------
     texts : sequence of str
-    max_seq_length : int or {'reference', 'fast', 'int8'}
-        Word pieces kept per text (torch), or a named setting (:data:`SETTINGS`).
+    setting : {'reference', 'fast', 'int8'} or int
+        A named setting (:data:`SETTINGS`; ``reference``, 256 word pieces, the
+        default), or the word pieces kept per text on the torch model.
     batch_size : int
     cache : EmbeddingCache, optional
         Defaults to the cache of this setting under :func:`cache_root`.
     progress : bool
         Show a progress bar that moves after every batch, with an ETA.
     use_cache : bool
+        False: embed every unique text afresh, reading and writing no cache.
     device : {'cpu', 'cuda', 'mps'}, optional
         Defaults to :func:`default_device`.
+
+    Returns
+    -------
+    ndarray, shape (n, 384), float32
+        One unit row per text, in the order given.
 
     Notes
     -----
@@ -488,7 +503,7 @@ def embed(
     before the next starts, so an interrupted run resumes where it stopped.
     """
     check_int("batch_size", batch_size, minimum=1)
-    max_seq_length, backend = resolve_setting(max_seq_length)
+    max_seq_length, backend = resolve_setting(setting)
     _check_backend_device(backend, device)
     texts = _strings(texts)
     texts = [clean_text(t) for t in texts]  # a text is keyed as the model reads it (and a key must be UTF-8)
@@ -542,3 +557,35 @@ def embed(
         bar.close()
     pos = {t: i for i, t in enumerate(uniq)}
     return vecs[[pos[t] for t in texts]] if len(uniq) != len(texts) else vecs
+
+
+def _renamed(old: str, new: str) -> None:
+    message = f"memlib.embeddings.{old} is deprecated: use memlib.embeddings.{new}"
+    warnings.warn(message, DeprecationWarning, stacklevel=3)
+
+
+def encode(texts, setting="fast", device: str | None = None, batch_size: int = 64) -> np.ndarray:
+    """Embed ``texts`` without the disk cache: the deprecated old name of :func:`embed_uncached`.
+
+    The same arguments and result; each call raises a :class:`DeprecationWarning`.
+    """
+    _renamed("encode", "embed_uncached")
+    return embed_uncached(texts, setting, device, batch_size)
+
+
+def embed(
+    texts,
+    max_seq_length=256,
+    batch_size: int = 64,
+    cache: EmbeddingCache | None = None,
+    progress: bool = True,
+    use_cache: bool = True,
+    device: str | None = None,
+) -> np.ndarray:
+    """Embed ``texts`` through the disk cache: the deprecated old name of :func:`embed_cached`.
+
+    The same arguments and result (``max_seq_length`` is :func:`embed_cached`'s
+    ``setting``); each call raises a :class:`DeprecationWarning`.
+    """
+    _renamed("embed", "embed_cached")
+    return embed_cached(texts, max_seq_length, batch_size, cache, progress, use_cache, device)

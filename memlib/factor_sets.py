@@ -64,7 +64,7 @@ _READING_CHOICES = {
 
 
 def resolve_readings(factor_set: str, readings: dict | None = None) -> dict:
-    """The readings of ``factor_set`` (:data:`READINGS`) with ``readings`` laid over them, checked.
+    """Return the readings of ``factor_set`` (:data:`READINGS`) with ``readings`` laid over them, checked.
 
     >>> resolve_readings("released", {"self": "earlier"})["self"], resolve_readings("paper")["emotion"]
     ('earlier', 'vader')

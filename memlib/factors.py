@@ -56,6 +56,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -66,7 +67,7 @@ from memlib._cachefiles import safe_name as _safe_name
 from memlib._checks import ParameterError, check_choice
 from memlib.cases import CaseSet
 from memlib.datasets import Dataset, DatasetError
-from memlib.embeddings import cache_folder_ok, cache_root, check_device, embed, report_unwritable, set_aside
+from memlib.embeddings import cache_folder_ok, cache_root, check_device, embed_cached, report_unwritable, set_aside
 
 # The parts of the annotator that live in their own modules, importable from here too (studies, the
 # store, tests and notebooks read them as memlib.factors.<name>).
@@ -110,7 +111,7 @@ INERT_WITHOUT_INPUT = ("value_alignment", "task_utility", "usage_history")
 
 
 def content_keys(cases: pd.DataFrame) -> list:
-    """A key per case from its question and date alone (no identifier), which splits order groups by.
+    """Return a key per case from its question and date alone (no identifier), which splits order groups by.
 
     >>> import pandas as pd
     >>> content_keys(pd.DataFrame({"question": ["Where?"], "question_date": [pd.NaT]}))
@@ -187,7 +188,7 @@ def annotate(
     regime: str = "blind",
     *,
     factor_set: str = "paper",
-    embedding="reference",
+    embedding_setting="reference",
     device: str | None = None,
     arousal: str = "structural",
     self_reading: str | None = None,
@@ -198,6 +199,7 @@ def annotate(
     use_cache: bool = True,
     progress: bool = True,
     max_seq_length: int | None = None,
+    embedding=None,
 ) -> Annotation:
     """Annotate every usable case of ``ds`` with the seven factors in one regime.
 
@@ -212,7 +214,7 @@ def annotate(
         ``released``: the factors of the authors' released experiment (rule-based
         emotion, a whole-history self centroid, reliability 0.7 / 0.4, the
         histories in file order; :data:`READINGS`).
-    embedding : {'reference', 'fast', 'int8'} or int
+    embedding_setting : {'reference', 'fast', 'int8'} or int
         Embedding setting (:data:`memlib.embeddings.SETTINGS`): 256 or 128 word
         pieces on the torch model, or 128 on its int8 ONNX export.
     device : {'cpu', 'cuda', 'mps'}, optional
@@ -238,7 +240,10 @@ def annotate(
         Load / store the factor table in ``data/cache/factors`` (keyed by
         :func:`fingerprint`) and the embeddings in the embedding cache.
     max_seq_length : int, optional
-        Deprecated spelling of ``embedding`` as a number of word pieces.
+        Deprecated spelling of ``embedding_setting`` as a number of word pieces.
+    embedding : {'reference', 'fast', 'int8'} or int, optional
+        Deprecated old name of ``embedding_setting`` (a :class:`DeprecationWarning`;
+        :class:`memlib.store.MemoryStore` calls a vector ``embedding``).
     """
     from memlib.embeddings import resolve_setting
 
@@ -256,7 +261,14 @@ def annotate(
         )
     if device is not None:  # before a cached table makes the device moot
         check_device(device)
-    setting = max_seq_length if max_seq_length is not None else embedding
+    if embedding is not None:
+        if embedding_setting != "reference":
+            raise ParameterError("annotate: pass embedding_setting= only (embedding= is its deprecated old name)")
+        warnings.warn(
+            "annotate(embedding=...) is deprecated: pass embedding_setting=...", DeprecationWarning, stacklevel=2
+        )
+        embedding_setting = embedding
+    setting = max_seq_length if max_seq_length is not None else embedding_setting
     max_seq_length, backend = resolve_setting(setting)
     t0 = time.perf_counter()
     usable = ds.usable()
@@ -289,9 +301,9 @@ def annotate(
     text_ids = turns["text_id"].to_numpy()
     used_texts = np.unique(text_ids)
     E_text = np.zeros((len(ds.texts), 384), np.float32)
-    E_text[used_texts] = embed(
+    E_text[used_texts] = embed_cached(
         [ds.texts[i] for i in used_texts],
-        max_seq_length=setting,
+        setting,
         progress=progress,
         use_cache=use_cache,
         device=device,
@@ -310,7 +322,7 @@ def annotate(
     )
     value_col = (
         np.clip(
-            (1.0 + E @ embed([value_profile], max_seq_length=setting, progress=False, use_cache=use_cache)[0]) / 2.0,
+            (1.0 + E @ embed_cached([value_profile], setting, progress=False, use_cache=use_cache)[0]) / 2.0,
             0,
             1,
         )
@@ -340,7 +352,7 @@ def annotate(
     anchor.prepare(sub, E)
     qvecs = None
     if anchor.per_question:
-        qvecs = embed(usable.cases["question"].tolist(), max_seq_length=setting, progress=progress, use_cache=use_cache)
+        qvecs = embed_cached(usable.cases["question"].tolist(), setting, progress=progress, use_cache=use_cache)
     roles = turns["role"].to_numpy()
     speakers = turns["speaker"].to_numpy()
     t_days = ((turns["timestamp"] - day_zero) / pd.Timedelta(days=1)).to_numpy()
@@ -475,7 +487,7 @@ _RULE_MEMO: list = []
 
 
 def _rule_emotion(texts: list, used: np.ndarray) -> np.ndarray:
-    """The released rule-based intensity per text id (0 where unused), remembered like :func:`_text_emotion`."""
+    """Return the released rule-based intensity per text id (0 where unused), remembered like :func:`_text_emotion`."""
     if _RULE_MEMO and _RULE_MEMO[0] is texts and np.array_equal(_RULE_MEMO[1], used):
         return _RULE_MEMO[2]
     out = np.zeros(len(texts))

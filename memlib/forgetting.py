@@ -46,9 +46,11 @@ def forget_score(age_days, retrievals, value, beta: float = 1.0) -> np.ndarray:
 
 
 def forget_order(forget_scores) -> np.ndarray:
-    """Indices in the order memories are forgotten: the highest score first, and among equal scores the
-    earlier (lower index, i.e. older in a time-ordered store) first. The store's consolidation, its
-    explanations and the defaults study's replay all forget in this order.
+    """Return the indices in the order memories are forgotten: the highest forget score first.
+
+    Among equal scores the earlier (lower index, i.e. older in a time-ordered
+    store) goes first. The store's consolidation, its explanations and the
+    defaults study's replay all forget in this order.
 
     >>> forget_order([1.0, 3.0, 3.0]).tolist()
     [1, 2, 0]

@@ -61,6 +61,7 @@ class SessionCentroidAnchor:
     per_question = False
 
     def prepare(self, ds: Dataset, E: np.ndarray) -> None:
+        """Compute every turn's goal relevance to its session's centroid, once for all cases."""
         sess_codes = pd.factorize(ds.turns["session"])[0]
         user = (ds.turns["role"] == "user").to_numpy()
         S = sess_codes.max() + 1 if len(sess_codes) else 0
@@ -71,6 +72,7 @@ class SessionCentroidAnchor:
         self._turn_goal = _cos01(E, cent[sess_codes])
 
     def goal(self, ds: Dataset, case: int, rows: np.ndarray, E: np.ndarray, question_vec) -> np.ndarray:
+        """Return the goal relevance of one history's ``rows`` (the question is not read)."""
         return self._turn_goal[rows]
 
 
@@ -83,6 +85,7 @@ class SessionOrHistoryAnchor(SessionCentroidAnchor):
     """
 
     def prepare(self, ds: Dataset, E: np.ndarray) -> None:
+        """Compute the session centroids' goal relevance and note which sessions have no user turn."""
         super().prepare(ds, E)
         sess_codes = pd.factorize(ds.turns["session"])[0]
         user = (ds.turns["role"] == "user").to_numpy()
@@ -91,6 +94,7 @@ class SessionOrHistoryAnchor(SessionCentroidAnchor):
         self._user = user
 
     def goal(self, ds: Dataset, case: int, rows: np.ndarray, E: np.ndarray, question_vec) -> np.ndarray:
+        """Return the goal relevance of one history's ``rows``, a user-less session's to the history's users."""
         out = self._turn_goal[rows].copy()
         lone = ~self._session_has_user[rows]
         if lone.any():
@@ -104,6 +108,7 @@ class EarlierInSessionAnchor(SessionCentroidAnchor):
     """Causal blind anchor: the centroid of the session's user turns strictly before the turn (0.5 for none)."""
 
     def prepare(self, ds: Dataset, E: np.ndarray) -> None:
+        """Compute every turn's goal relevance to its session's strictly earlier user turns."""
         user = (ds.turns["role"] == "user").to_numpy()
         out = np.full(len(E), 0.5)
         for first, n in zip(ds.sessions["first_turn"], ds.sessions["n_turns"]):
@@ -123,9 +128,10 @@ class QuestionAnchor:
     per_question = True
 
     def prepare(self, ds: Dataset, E: np.ndarray) -> None:
-        pass
+        """Do nothing: the anchor is each case's own question."""
 
     def goal(self, ds: Dataset, case: int, rows: np.ndarray, E: np.ndarray, question_vec) -> np.ndarray:
+        """Return the goal relevance of one history's ``rows`` to the case's question vector."""
         return np.clip((1.0 + E[rows] @ question_vec) / 2.0, 0.0, 1.0)
 
 

@@ -433,7 +433,7 @@ def cma_es_signed(objective, w0, max_evals: int = N_ITER * RESTARTS, sigma0: flo
 
 
 def fit_gbm_ranker(X, length, target, seed: int = 0, max_iter: int = 200):
-    """A gradient-boosted value (scikit-learn ``HistGradientBoostingClassifier``) over any features.
+    """Fit a gradient-boosted value (scikit-learn ``HistGradientBoostingClassifier``) over any features.
 
     The non-linear ceiling of a linear value over the same features. Each real turn is one
     sample, labelled by whether it carries retention (``target > 0``); turns with retention are
@@ -468,7 +468,7 @@ def fit_gbm_ranker(X, length, target, seed: int = 0, max_iter: int = 200):
 
 
 def fit_cue_value(parts, interactions: bool = False, l2: float = 1e-3, info: dict | None = None):
-    """A :class:`memlib.value.CueValue` learned by the pairwise surrogate, each dataset weighing the same.
+    """Learn a :class:`memlib.value.CueValue` by the pairwise surrogate, each dataset weighing the same.
 
     Parameters
     ----------

@@ -71,7 +71,7 @@ def table3_means() -> dict:
 
 
 def mlp_means() -> dict:
-    """The MLP ablation's means keyed by policy, for a ``paper_mean`` column."""
+    """Return the MLP ablation's means keyed by policy, for a ``paper_mean`` column."""
     return {p: v[0] for p, v in PAPER_MLP.items() if isinstance(v, tuple)}
 
 

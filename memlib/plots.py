@@ -169,7 +169,7 @@ def paired_splits(
 
 
 def stream_lines(table: pd.DataFrame, metric: str, k: int | None = None, title: str | None = None) -> alt.Chart:
-    """A streaming metric against the memory budget, one line per policy."""
+    """Plot a streaming metric against the memory budget, one line per policy."""
     d = table if k is None else table[table["k"] == k]
     d = d.drop_duplicates(["policy", "budget"]) if metric == "retention" else d
     return (
@@ -213,8 +213,10 @@ def transfer_heatmap(summary: pd.DataFrame, model: str, title: str | None = None
 def ladder_waterfall(
     ladder: pd.DataFrame, title: str = "From the released experiment to memlib's Table 1"
 ) -> alt.Chart:
-    """A waterfall of :func:`memlib.studies.released.ladder`: the first bar is its ``learned_V``, each
-    later bar floats from the rung above to its own value (green up, red down), with the change printed.
+    """Draw a waterfall of :func:`memlib.studies.released.ladder`, one bar per rung.
+
+    The first bar is its ``learned_V``; each later bar floats from the rung
+    above to its own value (green up, red down), with the change printed.
 
     >>> t = pd.DataFrame({"step": [0, 1], "rung": ["a", "b"], "learned_V": [0.7, 0.65], "delta": [np.nan, -0.05]})
     >>> [layer["mark"]["type"] for layer in ladder_waterfall(t).to_dict()["layer"]]

@@ -98,7 +98,7 @@ DETAIL_PHRASES = tuple(
 
 
 def rule_deltas(text: str) -> tuple[float, float]:
-    """The valence and arousal change ``(dv, da)`` of one text with no conversation history.
+    """Return the valence and arousal change ``(dv, da)`` of one text with no conversation history.
 
     Parameters
     ----------

@@ -352,7 +352,7 @@ def _text_cue_row(text: str) -> tuple:
 
 
 def text_cues(texts) -> np.ndarray:
-    """The text cues (:data:`TEXT_CUES`) of each text, shape (n, 7), float32.
+    """Compute the text cues (:data:`TEXT_CUES`) of each text, shape (n, 7), float32.
 
     One pass per text: a word tokenisation, set look-ups for the lexicons, and three
     case-sensitive regular expressions (numbers, numeric dates, capitalised names).

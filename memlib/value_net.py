@@ -91,7 +91,7 @@ def fit_mlp(cases, columns, hidden=(16, 16), epochs: int = 200, lr: float = 0.01
 
 
 def fit_mlp_released(cases, columns, hidden=(16, 16), epochs: int = 200, lr: float = 1e-2, weight_decay=1e-3, seed=1):
-    """The released experiment's MLP ablation: every gold-non-gold pair of a case, weight decay, seed 1.
+    """Fit the released experiment's MLP ablation: every gold-non-gold pair of a case, weight decay, seed 1.
 
     The loss of a case is the mean of ``softplus(-(g(f_gold) - g(f_other)))``
     over *all* its gold and non-gold pairs; the epoch's loss is the mean over

@@ -4,6 +4,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -36,24 +37,24 @@ def test_interrupted_run_keeps_whole_shards_and_resumes(tmp_path, monkeypatch):
     first = FakeModel(fail_on_call=2)
     monkeypatch.setattr(Emb, "load_model", lambda *a, **k: first)
     with pytest.raises(KeyboardInterrupt):
-        Emb.embed(texts, cache=Emb.EmbeddingCache(cache_dir), progress=False)
+        Emb.embed_cached(texts, cache=Emb.EmbeddingCache(cache_dir), progress=False)
     shards = list((cache_dir / "all-MiniLM-L6-v2-256").glob("shard-*.npz"))
     assert len(shards) == 1 and not list(cache_dir.rglob("*.tmp"))  # one whole shard, nothing half-written
     second = FakeModel()
     monkeypatch.setattr(Emb, "load_model", lambda *a, **k: second)
-    out = Emb.embed(texts, cache=Emb.EmbeddingCache(cache_dir), progress=False)
+    out = Emb.embed_cached(texts, cache=Emb.EmbeddingCache(cache_dir), progress=False)
     assert len(second.seen) == 6  # only what the interrupted run had not stored
     np.testing.assert_allclose(out, FakeModel().encode(texts))
     third = FakeModel()
     monkeypatch.setattr(Emb, "load_model", lambda *a, **k: third)
-    Emb.embed(texts + texts[:3], cache=Emb.EmbeddingCache(cache_dir), progress=False)
+    Emb.embed_cached(texts + texts[:3], cache=Emb.EmbeddingCache(cache_dir), progress=False)
     assert third.calls == 0  # everything served from the cache
 
 
 def test_each_unique_text_is_embedded_once(tmp_path, monkeypatch):
     model = FakeModel()
     monkeypatch.setattr(Emb, "load_model", lambda *a, **k: model)
-    out = Emb.embed(["a", "b", "a", "a"], cache=Emb.EmbeddingCache(tmp_path), progress=False)
+    out = Emb.embed_cached(["a", "b", "a", "a"], cache=Emb.EmbeddingCache(tmp_path), progress=False)
     assert sorted(model.seen) == ["a", "b"]
     np.testing.assert_array_equal(out[0], out[2])
 
@@ -79,7 +80,7 @@ def test_int8_setting_is_the_fast_length_on_its_own_cache():
     assert Emb.resolve_setting("fast") == (128, "torch")
     assert Emb.model_tag("onnx-int8") != Emb.model_tag("torch")
     with pytest.raises(ParameterError, match="int8 embedding setting runs on the CPU only, got device='cuda'"):
-        Emb.encode(["a"], setting="int8", device="cuda")
+        Emb.embed_uncached(["a"], setting="int8", device="cuda")
 
 
 @pytest.mark.slow
@@ -90,8 +91,8 @@ def test_int8_export_agrees_with_the_torch_model(tmp_path, monkeypatch):
     monkeypatch.setenv("MEMLIB_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(Emb, "_MODELS", {k: v for k, v in Emb._MODELS.items() if k[1] in Emb.DEVICES})
     texts = ["I am allergic to peanuts.", "Peanuts make me ill.", "The train leaves at nine.", "lol ok"]
-    e8 = Emb.encode(texts, setting="int8")
-    ref = Emb.encode(texts, setting="fast", device="cpu")
+    e8 = Emb.embed_uncached(texts, setting="int8")
+    ref = Emb.embed_uncached(texts, setting="fast", device="cpu")
     assert e8.shape == (4, 384) and e8.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(e8, axis=1), 1.0, rtol=1e-5)
     cos = np.einsum("ij,ij->i", e8, ref)
@@ -101,7 +102,7 @@ def test_int8_export_agrees_with_the_torch_model(tmp_path, monkeypatch):
     models = tmp_path / "models"
     assert [p.name for p in models.iterdir()] == [f"{Emb.model_tag('onnx-int8')}.onnx"]
     # a dataset embedding goes to the int8 cache, not to the torch one
-    Emb.embed(texts, "int8", progress=False)
+    Emb.embed_cached(texts, "int8", progress=False)
     folders = {p.name for p in (tmp_path / "embeddings").iterdir()}
     assert folders == {f"{Emb.model_tag('onnx-int8')}-128"}
     # a damaged model file is set aside and rebuilt, not trusted
@@ -116,7 +117,7 @@ def test_int8_export_agrees_with_the_torch_model(tmp_path, monkeypatch):
 def test_a_cache_of_another_setting_is_refused(tmp_path):
     cache = Emb.EmbeddingCache(tmp_path, max_seq_length=256)
     with pytest.raises(ParameterError, match="the cache holds all-MiniLM-L6-v2 at 256 word pieces, not the setting"):
-        Emb.embed(["a"], "fast", cache=cache, progress=False)
+        Emb.embed_cached(["a"], "fast", cache=cache, progress=False)
 
 
 def test_default_device_follows_the_environment(monkeypatch):
@@ -131,7 +132,7 @@ def test_progress_moves_after_every_batch(tmp_path, monkeypatch):
     model = FakeModel()
     monkeypatch.setattr(Emb, "load_model", lambda *a, **k: model)
     monkeypatch.setattr(Emb, "SHARD_SIZE", 100)
-    Emb.embed([f"t{i}" for i in range(20)], batch_size=4, cache=Emb.EmbeddingCache(tmp_path), progress=False)
+    Emb.embed_cached([f"t{i}" for i in range(20)], batch_size=4, cache=Emb.EmbeddingCache(tmp_path), progress=False)
     assert model.calls == 5  # five batches of four inside one 100-text chunk, each reported on its own
 
 
@@ -148,7 +149,7 @@ _KILLABLE = textwrap.dedent("""
             out = np.array([[len(t), sum(map(ord, t)) % 97, 1.0] + [0.0] * 381 for t in texts], np.float32)
             return out / np.linalg.norm(out, axis=1, keepdims=True)
     E.load_model = lambda *a, **k: Slow()
-    E.embed([f"text {i}" for i in range(40)], cache=E.EmbeddingCache(sys.argv[1]), progress=False, batch_size=4)
+    E.embed_cached([f"text {i}" for i in range(40)], cache=E.EmbeddingCache(sys.argv[1]), progress=False, batch_size=4)
 """)
 
 
@@ -191,8 +192,32 @@ def test_the_cache_is_the_one_memlib_embeddings_names(tmp_path, monkeypatch):
     cache = Emb.EmbeddingCache(tmp_path, max_seq_length=128)
     assert cache.directory == tmp_path / "all-MiniLM-L6-v2-128"
     assert cache.key("a").hex() == "45ebc94f0b4050c989c0e6aa8129987a1f9b5acc57009ae70b22a74694d5eb4e"
-    # embed still loads the model through memlib.embeddings.load_model, so a patched one is used
+    # embed_cached still loads the model through memlib.embeddings.load_model, so a patched one is used
     model = FakeModel()
     monkeypatch.setattr(Emb, "load_model", lambda *a, **k: model)
-    out = Emb.embed(["x", "yy"], 128, cache=cache, progress=False)
+    out = Emb.embed_cached(["x", "yy"], 128, cache=cache, progress=False)
     assert model.calls == 1 and out.shape == (2, 384) and len(cache) == 2
+
+
+def test_the_old_names_embed_and_encode_still_work_and_warn(tmp_path, monkeypatch):
+    """embed is embed_cached and encode is embed_uncached under their old names, with a DeprecationWarning."""
+    model = FakeModel()
+    monkeypatch.setattr(Emb, "load_model", lambda *a, **k: model)
+    texts = ["a", "bb", "a"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the new names warn about nothing
+        cached = Emb.embed_cached(
+            texts, 128, cache=Emb.EmbeddingCache(tmp_path / "new", max_seq_length=128), progress=False
+        )
+        uncached = Emb.embed_uncached(texts, "fast")
+    with pytest.warns(DeprecationWarning, match=r"memlib.embeddings.embed is deprecated: use .*\.embed_cached"):
+        old = Emb.embed(
+            texts, max_seq_length=128, cache=Emb.EmbeddingCache(tmp_path / "old", max_seq_length=128), progress=False
+        )
+    np.testing.assert_array_equal(old, cached)
+    assert len(Emb.EmbeddingCache(tmp_path / "old", max_seq_length=128)) == 2  # it went through the cache
+    with pytest.warns(DeprecationWarning, match=r"memlib.embeddings.encode is deprecated: use .*\.embed_uncached"):
+        old = Emb.encode(texts, setting="fast")
+    np.testing.assert_array_equal(old, uncached)
+    with pytest.warns(DeprecationWarning), pytest.raises(ParameterError, match="CPU only"):
+        Emb.encode(["a"], setting="int8", device="cuda")  # the same checks, under the old name too

@@ -1,3 +1,5 @@
+import warnings
+
 import numpy as np
 import pytest
 
@@ -335,3 +337,16 @@ def test_the_cache_key_hashes_every_module_the_annotator_runs():
     files = {"__init__.py" if f == ".py" else f for f in files}  # memlib itself: its FACTORS order the columns
     assert files - {"_checks.py", "_cachefiles.py"} <= set(Fm.SOURCE_FILES)
     assert {"text_cues.py", "goal_anchors.py", "factor_sets.py", "factor_table.py"} <= set(Fm.SOURCE_FILES)
+
+
+def test_annotate_names_its_setting_embedding_setting_and_still_takes_embedding(lme, fake_model):
+    """``embedding`` is a vector in MemoryStore.add; annotate's setting is ``embedding_setting`` (old name warns)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the new name warns about nothing
+        new = Fm.annotate(lme, "blind", embedding_setting="fast", use_cache=False, progress=False)
+    with pytest.warns(DeprecationWarning, match=r"annotate\(embedding=\.\.\.\) is deprecated: pass embedding_setting="):
+        old = Fm.annotate(lme, "blind", embedding="fast", use_cache=False, progress=False)
+    np.testing.assert_array_equal(old.cases.factors, new.cases.factors)
+    assert old.info["max_seq_length"] == new.info["max_seq_length"] == 128
+    with pytest.raises(ParameterError, match="pass embedding_setting= only"):
+        Fm.annotate(lme, "blind", embedding_setting="fast", embedding="fast", use_cache=False, progress=False)

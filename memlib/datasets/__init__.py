@@ -115,7 +115,7 @@ _UNSET = object()
 
 
 class _Package(types.ModuleType):
-    """This package, whose names are set as one module's were: in every module that holds the same object too."""
+    """The package's module type: a name set on the package is set in every module that holds the same object."""
 
     def __setattr__(self, name, value):
         old = self.__dict__.get(name, _UNSET)

@@ -23,7 +23,7 @@ from memlib.datasets.reading import (
 
 
 def _iso_date(value, path, where: str) -> pd.Timestamp:
-    """An ISO 8601 date string as a Timestamp; a number, null, ``""``, ``"NaT"`` or ``"now"`` is an error."""
+    """Parse an ISO 8601 date string as a Timestamp; refuse a number, null, ``""``, ``"NaT"`` or ``"now"``."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         reason = "a number is not a date (seconds? nanoseconds?): write an ISO 8601 string like '2024-01-05T10:00:00'"
     else:

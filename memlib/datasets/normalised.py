@@ -42,7 +42,7 @@ class Dataset:
     skipped: dict = field(default_factory=dict)
 
     def stats(self) -> dict:
-        """Counts a loader reports, over the sessions the cases use: cases, usable cases, turns, texts, skips."""
+        """Count what a loader reports, over the sessions the cases use: cases, usable cases, turns, texts, skips."""
         used = set().union(*self.cases["haystack"]) if len(self.cases) else set()
         sess = self.sessions[self.sessions["session"].isin(used)]
         n_turns = dict(zip(sess["session"], sess["n_turns"]))
@@ -61,7 +61,7 @@ class Dataset:
         }
 
     def usable(self) -> Dataset:
-        """The same dataset restricted to cases with at least one gold turn."""
+        """Return the same dataset restricted to cases with at least one gold turn."""
         return Dataset(
             self.name,
             self.turns,
@@ -73,14 +73,14 @@ class Dataset:
         )
 
     def limit(self, n: int) -> Dataset:
-        """The first ``n`` groups (conversations or questions), for quick runs."""
+        """Keep the first ``n`` groups (conversations or questions), for quick runs."""
         if n < 1:
             raise ParameterError(f"limit must be an integer >= 1, got {n}")
         keep = list(dict.fromkeys(self.cases["group"]))[:n]
         return self.with_cases(self.cases[self.cases["group"].isin(keep)])
 
     def sample(self, n: int, seed: int = 0) -> Dataset:
-        """A seeded random sample of ``n`` groups (conversations or questions), kept in file order.
+        """Draw a seeded random sample of ``n`` groups (conversations or questions), kept in file order.
 
         All groups when ``n`` is at least their number.
         """
@@ -93,7 +93,7 @@ class Dataset:
         return self.with_cases(self.cases[self.cases["group"].isin({groups[i] for i in pick})])
 
     def with_cases(self, cases: pd.DataFrame) -> Dataset:
-        """A dataset with only these cases (turn and session tables are shared)."""
+        """Return a dataset with only these cases (turn and session tables are shared)."""
         return Dataset(
             self.name,
             self.turns,
@@ -105,7 +105,7 @@ class Dataset:
         )
 
     def used_turns(self) -> tuple[Dataset, np.ndarray]:
-        """The same cases over only the turns their haystacks hold, and those turns' rows in :attr:`turns`.
+        """Return the same cases over only the turns their haystacks hold, and those turns' rows in :attr:`turns`.
 
         Returns ``(sub, rows)``: ``sub.turns`` is ``turns.iloc[rows]`` renumbered from 0, its sessions'
         ``first_turn`` and its cases' ``gold`` follow, and ``texts`` is shared. The main job's sample
@@ -203,7 +203,7 @@ def _require(path, where: str, rec, fields) -> None:
 
 
 def _describe(value) -> str:
-    """A value from a JSON file as JSON spells it (``null``, ``"false"``, ``1``), shortened."""
+    """Spell a value from a JSON file as JSON does (``null``, ``"false"``, ``1``), shortened."""
     try:
         text = json.dumps(value, default=str)
     except (RecursionError, ValueError):  # nested too deeply to spell out
@@ -222,8 +222,11 @@ def _need(path, where: str, name: str, value, kind):
 
 
 def _cases_frame(rows, dates=None, file_index=None) -> pd.DataFrame:
-    """The cases frame of a loader's rows; ``file_index`` holds, per case, the position at which its file
-    lists each haystack session (default: the haystack is in file order)."""
+    """Build the cases frame of a loader's rows.
+
+    ``file_index`` holds, per case, the position at which its file lists each
+    haystack session (default: the haystack is in file order).
+    """
     cases = pd.DataFrame(rows, columns=["case_id", "question", "question_type", "haystack", "gold", "group"])
     cases["usable"] = cases["gold"].map(len) > 0
     cases["question_date"] = pd.to_datetime(

@@ -31,11 +31,11 @@ from memlib._cachefiles import (
 )
 from memlib.datasets.normalised import Dataset, DatasetWarning, _describe
 from memlib.datasets.reading import _NOTES
-from memlib.datasets.resolver import file_sha256
+from memlib.datasets.resolver import sha256_file
 
 
 def source_files() -> list[Path]:
-    """The ``.py`` files of the :mod:`memlib.datasets` package, sorted by name: the code a parse depends on.
+    """Return the ``.py`` files of the :mod:`memlib.datasets` package, sorted by name: the code a parse depends on.
 
     The parse cache (:func:`_parsed`) and the factor tables (:func:`memlib.factors.fingerprint`)
     hash their content, so an edited loader never reads a stale parse or table.
@@ -44,7 +44,7 @@ def source_files() -> list[Path]:
 
 
 def parsed_cache_enabled() -> bool:
-    """False when ``$MEMLIB_DATASET_CACHE`` is ``0``, ``false``, ``off`` or ``no``."""
+    """Return False when ``$MEMLIB_DATASET_CACHE`` is ``0``, ``false``, ``off`` or ``no``, else True."""
     return os.environ.get("MEMLIB_DATASET_CACHE", "1").strip().lower() not in ("0", "false", "off", "no")
 
 
@@ -71,7 +71,7 @@ def _parsed(path: Path, name: str, reader, files=None) -> Dataset:
     # surrogateescape: a file name that is not UTF-8 (bytes os.fsdecode could not decode) still keys
     h.update(f"\0{name}\0{path}\0{Path(path).resolve()}".encode("utf-8", "surrogateescape"))
     for f in files or [path]:  # a folder (RealMem) is keyed by the content of each of its files
-        h.update(f"\0{Path(f).name}\0{file_sha256(f)}".encode("utf-8", "surrogateescape"))
+        h.update(f"\0{Path(f).name}\0{sha256_file(f, cached=True)}".encode("utf-8", "surrogateescape"))
     folder = cache_root() / "datasets"
     prefix = safe_name(Path(name).name)
     cached = folder / f"{prefix}-{h.hexdigest()[:24]}.npz"
@@ -154,7 +154,7 @@ class _NotStorable(TypeError):
 
 
 def _pack(strings) -> dict:
-    """A list of str as one UTF-8 byte array and character offsets (no object arrays, no pickle)."""
+    """Pack a list of str as one UTF-8 byte array and character offsets (no object arrays, no pickle)."""
     joined = "".join(strings)
     offsets = np.zeros(len(strings) + 1, np.int64)
     np.cumsum([len(x) for x in strings], out=offsets[1:])
@@ -265,7 +265,7 @@ def _frame_from_arrays(prefix: str, specs: list, z, used: set | None = None) -> 
 
 
 def _dataset_arrays(ds: Dataset, notes=()) -> dict:
-    """A :class:`Dataset` as named plain arrays plus a JSON manifest (``turns.text`` is rebuilt from ``texts``).
+    """Store a :class:`Dataset` as named plain arrays plus a JSON manifest (``turns.text`` is rebuilt from ``texts``).
 
     ``notes`` are the messages of the warnings its parse gave, kept to be given again.
     """
@@ -288,7 +288,7 @@ def _dataset_arrays(ds: Dataset, notes=()) -> dict:
 
 
 def _dataset_from_arrays(z, source=None) -> Dataset:
-    """The dataset of :func:`_dataset_arrays`'s arrays, checked: a manifest that disagrees raises.
+    """Rebuild the dataset of :func:`_dataset_arrays`'s arrays, checked: a manifest that disagrees raises.
 
     The manifest must hold exactly its fields, each frame the loaders' columns in the kinds
     the cache stores them (:data:`_SCHEMA`), every array it names and no other, columns of

@@ -1,10 +1,10 @@
-"""Reading data files: UTF-8 text or JSON, gunzipped when compressed, every problem one line.
+r"""Reading data files: UTF-8 text or JSON, gunzipped when compressed, every problem one line.
 
 :func:`open_text` opens a data file; ``_read_lines``, ``_read_json`` and ``_read_json_list``
 read one whole, with a :class:`~memlib.datasets.DatasetError` naming the file (and line) for
 text that is not UTF-8, a damaged gzip file, invalid JSON or JSON nested too deeply
 (``_one_line_when_too_deep`` does the same for a whole loader). Lone surrogates (invalid
-Unicode that JSON may spell as ``\\ud800``) are replaced by U+FFFD with one
+Unicode that JSON may spell as ``\ud800``) are replaced by U+FFFD with one
 :class:`~memlib.datasets.DatasetWarning` per file, whose message the parse cache keeps.
 """
 
@@ -47,7 +47,7 @@ def _not_utf8(path):
 
 
 def _read_lines(path) -> list[str]:
-    """The lines of a UTF-8 text file (a leading byte-order mark is dropped), gunzipped when it ends in ``.gz``."""
+    """Read the lines of a UTF-8 text file (a leading byte-order mark is dropped), gunzipped when it ends in ``.gz``."""
     try:
         with open_text(path) as f:
             lines = f.readlines()
@@ -70,7 +70,7 @@ def _read_json_list(path) -> list:
 
 
 def _read_json(path):
-    """A whole JSON file, decoded (UTF-8, gunzipped when it ends in ``.gz``); any problem is one line."""
+    """Decode a whole JSON file (UTF-8, gunzipped when it ends in ``.gz``); any problem is one line."""
     try:
         with open_text(path) as f:
             text = f.read()
@@ -102,7 +102,7 @@ _TOO_DEEP = (
 
 
 def _one_line_when_too_deep(loader):
-    """A loader whose RecursionError on a deeply nested value (an id that is a list in a list ...) is one line."""
+    """Wrap a loader so that a RecursionError on a deeply nested value (a list in a list ...) is one line."""
 
     @functools.wraps(loader)
     def load_(path=None, *args, **kwargs):
@@ -119,16 +119,16 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
 def _has_lone_surrogates(text: str) -> bool:
-    """Whether JSON source ``text`` holds a surrogate escape that decodes to a lone surrogate.
+    r"""Whether JSON source ``text`` holds a surrogate escape that decodes to a lone surrogate.
 
     JSON decoding joins a high and a low escape written next to each other into one
-    code point (``"\\ud83d\\ude00"`` is an emoji); any other surrogate escape stays a
+    code point (``"\ud83d\ude00"`` is an emoji); any other surrogate escape stays a
     lone surrogate, which UTF-8 cannot encode. An escape preceded by an odd number
     of backslashes is a literal backslash and text, not an escape. Only the files
     that hold one (exactly those) are walked by :func:`_repair_surrogates`, so a
     clean 256 MB file costs one regular-expression scan.
 
-    >>> _has_lone_surrogates(r'["\\ud83d\\ude00", "\\\\ud800"]'), _has_lone_surrogates(r'["a\\ud800b"]')
+    >>> _has_lone_surrogates(r'["\ud83d\ude00", "\\ud800"]'), _has_lone_surrogates(r'["a\ud800b"]')
     (False, True)
     """
     if _SURROGATE_ESCAPE.search(text) is None:  # one scan (0.25 s for LongMemEval-S), as for most files
@@ -153,7 +153,7 @@ def _has_lone_surrogates(text: str) -> bool:
 
 
 def _repair_surrogates(path, data, where=None):
-    """``data`` with every lone surrogate in its strings (and keys) replaced by U+FFFD, and one warning for the file.
+    """Return ``data`` with every lone surrogate in its strings (and keys) replaced by U+FFFD, warning once.
 
     The warning (:class:`DatasetWarning`) names the file, how many were replaced and the
     first place: its record (``record <i> (<id>)``, or ``where`` for one line of JSON Lines)

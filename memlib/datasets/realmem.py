@@ -42,7 +42,7 @@ def _realmem_date(value, path, where: str) -> pd.Timestamp:
 
 
 def _point_key(content) -> str:
-    """A memory point's content as a key: the string itself, or an object's canonical JSON."""
+    """Return a memory point's content as a key: the string itself, or an object's canonical JSON."""
     return content if isinstance(content, str) else json.dumps(content, sort_keys=True)
 
 
@@ -136,7 +136,7 @@ def _realmem_persona(path: Path, b: _Builder, skipped: dict) -> tuple[list, list
 
 
 def resolve_realmem() -> list[Path]:
-    """The ten RealMem persona files (:data:`REALMEM_FILES`), each found (or downloaded) by :func:`resolve`."""
+    """Return the ten RealMem persona files (:data:`REALMEM_FILES`), each found (or downloaded) by :func:`resolve`."""
     return [resolve(f) for f in REALMEM_FILES]
 
 

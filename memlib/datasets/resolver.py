@@ -3,8 +3,9 @@
 :func:`resolve` looks for a data file in ``$MEMLIB_DATA_DIR`` (and its sub-folders one level
 deep), then in ``data/raw/``, then downloads it to ``data/raw/`` when :data:`REGISTRY` pins a
 checksum for it; :func:`resolve_dataset` does so for a dataset name of :data:`DATASETS`, trying
-each file that can hold it, plain or gzip-compressed. :func:`sha256_file` hashes a file and
-:func:`file_sha256` remembers that hash per process while the file is unchanged.
+each file that can hold it, plain or gzip-compressed. :func:`sha256_file` hashes a file, reading
+it in full, or with ``cached=True`` once per process while the file is unchanged (which
+:func:`file_sha256`, its old name for that, still does).
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ DATASETS = {
 
 
 def resolve_dataset(name: str) -> Path:
-    """Path of the file behind a dataset name: the first of its :data:`DATASETS` files found.
+    """Return the path of the file behind a dataset name: the first of its :data:`DATASETS` files found.
 
     Each candidate is looked for as it is and gzip-compressed, in every place
     :func:`resolve` searches; only when none exists locally does the first
@@ -110,11 +111,25 @@ def resolve_dataset(name: str) -> Path:
         raise DatasetError(f"{exc} (memlib reads any of {', '.join(files)}, or the same name + .gz)") from None
 
 
-def sha256_file(path) -> str:
-    """The sha256 of a file, read in full every time (downloads are checked with it).
+def sha256_file(path, cached: bool = False) -> str:
+    """Return the sha256 of a file (hex), read in full every time unless ``cached``.
 
-    :func:`file_sha256` is the same hash, remembered per process while the file is unchanged.
+    Parameters
+    ----------
+    path : str or Path
+    cached : bool
+        Remember the hash per process, by resolved path, size and modification
+        time, and read the file again only when one of them changes. The
+        parsed-dataset cache and the study result cache key on it this way (0.15 s
+        for the 76 MB LongMemEval-S file); downloads are checked with a full read.
+
+    Returns
+    -------
+    str
+        64 hex digits.
     """
+    if cached:
+        return _remembered_sha256(path)
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -122,17 +137,21 @@ def sha256_file(path) -> str:
     return h.hexdigest()
 
 
-#: Content hashes of data files, by (resolved path, size, modification time): see :func:`file_sha256`.
+#: Content hashes of data files, by (resolved path, size, modification time): see :func:`sha256_file`.
 _DIGESTS: dict = {}
 
 
 def file_sha256(path) -> str:
-    """The sha256 of a data file, computed once per process while the file is unchanged.
+    """Return the sha256 of a data file, computed once per process: ``sha256_file(path, cached=True)``.
 
-    The parsed-dataset cache and the study result cache key on it (0.15 s for the
-    76 MB LongMemEval-S file). Downloads are verified with :func:`sha256_file`, which
-    always reads the file.
+    Deprecated: the old name of :func:`sha256_file` with ``cached=True``, kept
+    (without a warning yet) for the callers that still use it.
     """
+    return _remembered_sha256(path)
+
+
+def _remembered_sha256(path) -> str:
+    # on a miss, the module's sha256_file reads the file (a test that replaces it counts the reads)
     path = Path(path)
     stat = path.stat()
     version = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
@@ -154,7 +173,7 @@ def _candidates(filename: str) -> list[Path]:
 
 
 def resolve(filename: str, download: bool = True) -> Path:
-    """Path of a data file: ``$MEMLIB_DATA_DIR``, then ``data/raw/``, then a checksummed download.
+    """Return the path of a data file: ``$MEMLIB_DATA_DIR``, then ``data/raw/``, then a checksummed download.
 
     A local file whose content differs from the pinned checksum is used with a
     warning (it may be a deliberate edit); a downloaded file must match.
@@ -162,7 +181,7 @@ def resolve(filename: str, download: bool = True) -> Path:
     entry = REGISTRY.get(filename, {})
     for path in _candidates(filename):
         if path.is_file():
-            if entry.get("sha256") and file_sha256(path) != entry["sha256"]:
+            if entry.get("sha256") and _remembered_sha256(path) != entry["sha256"]:
                 warnings.warn(f"{path}: sha256 differs from the pinned release of {filename}", stacklevel=2)
             return path
     where = ", ".join(dict.fromkeys(str(p.parent) for p in _candidates(filename)))
