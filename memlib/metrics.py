@@ -39,6 +39,7 @@ import pandas as pd
 
 from memlib._checks import ParameterError, check_choice, check_fraction, check_int
 from memlib.cases import CaseSet
+from memlib.value import linear_score
 
 #: Ways to round ``keep_fraction * n`` to a keep count: memlib's ``ceil`` or the released experiment's ``floor``.
 CUTS = ("ceil", "floor")
@@ -135,18 +136,14 @@ class RetentionEvaluator:
         self._has_gold = cases.n_gold > 0
 
     def scores(self, w) -> np.ndarray:
-        """Per-turn values ``F @ w`` as a (G, N) float32 array (padding at -inf)."""
+        """Per-turn scores ``F @ w`` (:func:`~memlib.value.linear_score`), a (G, N) float32 array (padding at -inf)."""
         return self._padded_scores(w)[:, : self._N]
 
     def _padded_scores(self, w) -> np.ndarray:
         w = np.asarray(w, dtype=np.float32)[self.columns]
-        # summed factor by factor, not by a matrix product: each turn's score is then the same float whatever
-        # row it sits in (a BLAS product may round a row differently by its place), so no result depends on
-        # the order of the cases
-        s = np.zeros(self._F.shape[1], np.float32)
-        for j in range(len(w)):
-            s += self._F[j] * w[j]
-        s = s.reshape(self._pad.shape)
+        # summed factor by factor (linear_score), so no result depends on the order of the cases; every
+        # column in use, weight 0 or not, and the weights may be signed (the learners' objective)
+        s = linear_score(self._F.T, w).reshape(self._pad.shape)
         s += self._pad
         return s
 
@@ -278,12 +275,8 @@ class StableOrderEvaluator:
         return order_free_mean(r[self._has_gold])
 
     def scores(self, w) -> np.ndarray:
-        """The linear value ``sum_i w_i f_i``, summed in factor order in float64, shape (G, N)."""
-        w = np.asarray(w, dtype=np.float64)
-        s = np.zeros(self._F.shape[:2])
-        for j in range(self._F.shape[2]):
-            s = s + self._F[..., j] * w[j]
-        return s
+        """The linear value ``sum_i w_i f_i``, in factor order in float64 (:func:`~memlib.value.linear_score`)."""
+        return linear_score(self._F, np.asarray(w, dtype=np.float64))
 
     def objective(self, w) -> float:
         """Mean retention of the linear value with weights ``w``."""

@@ -1,10 +1,11 @@
 """Retention scoring rules (Table 3): how each rule scores the turns of a haystack.
 
 These are the keep/drop rules of the paper's evaluation, named "policies" in its
-tables (the forgetting policies of a live store are :mod:`memlib.store`). Every
-rule maps a :class:`~memlib.cases.CaseSet` to a (G, N) score array; higher
-scores are kept first. ``learned_V`` and ``uniform_V`` are the linear
-value with learned or unit weights; ``<factor>_only`` ranks by one factor;
+tables (the forgetting policies of a live store are :data:`memlib.store.POLICIES`).
+:data:`SCORING_RULES` names them. Every rule maps a :class:`~memlib.cases.CaseSet`
+to a (G, N) score array; higher scores are kept first. ``learned_V`` and ``uniform_V``
+are the paper's value (:class:`~memlib.value.LinearValue`) with learned or unit
+weights; ``<factor>_only`` ranks by one factor;
 ``recency_only`` by turn time; ``random`` by a seeded uniform draw.
 
 A single factor can be coarse (reliability takes a handful of values), and the
@@ -24,12 +25,14 @@ it a coarse factor would be scored as if it always lost its ties.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from memlib import FACTORS
 from memlib._checks import ParameterError, check_choice
 from memlib.cases import CaseSet
-from memlib.value import check_weights, value
+from memlib.value import LinearValue, check_weights
 
 #: Short policy name of each factor's single-factor policy, in factor order.
 SINGLE_FACTOR = {
@@ -41,7 +44,8 @@ SINGLE_FACTOR = {
     "reliability_only": "reliability",
     "usage_only": "usage_history",
 }
-POLICIES = ("learned_V", "uniform_V", *SINGLE_FACTOR, "recency_only", "random")
+#: The names of Table 3's scoring rules (the paper's tables call them policies).
+SCORING_RULES = ("learned_V", "uniform_V", *SINGLE_FACTOR, "recency_only", "random")
 #: Policies whose scores do not read the goal anchor, so they are the same in both regimes.
 REGIME_FREE = ("recency_only", "random")
 
@@ -56,14 +60,14 @@ def policy_scores(name: str, cases: CaseSet, weights=None, seed: int = 0) -> np.
     Parameters
     ----------
     name : str
-        One of :data:`POLICIES`.
+        One of :data:`SCORING_RULES`.
     cases : CaseSet
     weights : array_like, shape (7,), optional
         Required for ``learned_V``.
     seed : int
         Seed of the ``random`` policy and of single-factor tie-breaking.
     """
-    check_choice("policy", name, POLICIES)
+    check_choice("policy", name, SCORING_RULES)
     if name == "learned_V":
         if weights is None:
             raise ParameterError("policy learned_V needs weights")
@@ -77,7 +81,7 @@ def policy_scores(name: str, cases: CaseSet, weights=None, seed: int = 0) -> np.
         return cases.time.astype(np.float64, copy=True)
     else:  # random
         return haystack_draws(cases, seed)
-    return value(cases.factors, w.astype(np.float32))
+    return LinearValue(w.astype(np.float32)).score(cases)
 
 
 def haystack_draws(cases: CaseSet, seed: int = 0) -> np.ndarray:
@@ -103,3 +107,16 @@ def haystack_draws(cases: CaseSet, seed: int = 0) -> np.ndarray:
         digest = hashlib.sha256((keys[h] or str(h)).encode("utf-8", "surrogatepass")).digest()
         out[h] = np.random.default_rng([int(seed), int.from_bytes(digest[:8], "little")]).random(N)
     return out
+
+
+def __getattr__(name: str):
+    """``POLICIES``, the old name of :data:`SCORING_RULES`, with a :class:`DeprecationWarning`."""
+    if name == "POLICIES":
+        warnings.warn(
+            "memlib.scoring.POLICIES is deprecated: use memlib.scoring.SCORING_RULES "
+            "(memlib.store.POLICIES is the store's forgetting policies)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return SCORING_RULES
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,6 +5,12 @@ its value is the linear score ``V = f @ w`` with non-negative weights ``w``.
 The normalised value ``V / sum(w)`` lies in ``[0, 1]`` and selects one of four
 encoding tiers.
 
+:class:`Value` is what the scoring rules, the store and the studies ask of a value
+(features, score, normalised score, contributions); :class:`LinearValue` is the
+paper's, :class:`CueValue` a learned value over the store cues. :func:`value` and
+:func:`normalised_value` are the paper's value as two functions; every linear score
+is summed by :func:`linear_score`.
+
 >>> import numpy as np
 >>> F = np.array([[1, 0, 0, 0, 0, 1, 0], [0, 0, 0, 0, 0, 0, 0]], dtype=float)
 >>> w = np.array([1, 1, 0, 0, 0, 2, 0], dtype=float)
@@ -22,6 +28,7 @@ import json
 import math
 import numbers
 import os
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -53,8 +60,165 @@ def check_weights(w) -> np.ndarray:
     return w
 
 
+def linear_score(X, w, columns=None) -> np.ndarray:
+    """``sum_j X[..., j] * w[j]``, summed column by column in order: the arithmetic of every linear value here.
+
+    Not a matrix product: a BLAS product may round a row differently by where it
+    sits, so a memory's score could change when its batch changes. Summed column
+    by column, each row's score is the same float in any batch, at any position.
+    No check on ``w`` (the learners score signed weights with it); the dtype is
+    that of ``X`` and ``w`` together.
+
+    Parameters
+    ----------
+    X : ndarray, shape (..., d)
+    w : ndarray, shape (d,)
+    columns : sequence of int, optional
+        The columns summed, in this order (default: all). Leaving out a column of
+        weight 0 gives the same floats when ``X`` is finite (``x + 0.0 == x``).
+
+    >>> linear_score(np.array([[1.0, 2.0, 4.0]]), np.array([0.5, -1.0, 0.0])).tolist()
+    [-1.5]
+    """
+    X, w = np.asarray(X), np.asarray(w)
+    out = np.zeros(X.shape[:-1], dtype=np.result_type(X.dtype, w.dtype))
+    for j in range(X.shape[-1]) if columns is None else columns:
+        out += X[..., j] * w[j]
+    return out
+
+
+def _inputs(x, reads: str):
+    """``x`` itself (an array), or the array an object holds as attribute ``reads`` (a store, a case set)."""
+    held = None if hasattr(x, "__array__") else getattr(x, reads, None)
+    return x if held is None else held
+
+
+@runtime_checkable
+class Value(Protocol):
+    """A memory value: what scoring (:mod:`memlib.scoring`), the store and the studies ask of one.
+
+    Two implementations: :class:`LinearValue`, the paper's ``V = f @ w`` over the seven
+    factors, and :class:`CueValue`, a learned linear value over the store cues. Every
+    method takes ``x``: the value's inputs as an array (factors for a linear value, store
+    cues for a cue value), or an object that holds them as its attribute :attr:`reads`
+    (a :class:`~memlib.store.MemoryStore`, a :class:`~memlib.cases.CaseSet`). A value
+    subclasses :class:`Value` and inherits :meth:`normalised`, :meth:`eq3_value` and calling.
+
+    ``V-bar`` (:meth:`normalise`) has one meaning: the value's place on its own scale,
+    in [0, 1], non-decreasing in ``V``; the encoding tiers, the store's retrieval mix and
+    eq. 3 for a signed value read it. Each value places itself on its scale: the paper's
+    ``V`` lies in ``[0, sum(w)]`` (factors in [0, 1], weights >= 0), so ``V-bar`` is
+    ``V / sum(w)``; a cue value is signed and unbounded, so ``V-bar`` is its rank among
+    the values of the turns it was learned on.
+
+    >>> F = np.array([[1, 0, 0, 0, 0, 1, 0], [0, 0, 0, 0, 0, 0, 0]], dtype=float)
+    >>> paper = LinearValue([1, 1, 0, 0, 0, 2, 0])
+    >>> isinstance(paper, Value), paper.score(F).tolist(), paper.normalised(F).tolist()
+    (True, [3.0, 0.0], [0.75, 0.0])
+    >>> paper.contributions(F)[0].tolist()
+    [1.0, 0.0, 0.0, 0.0, 0.0, 2.0, 0.0]
+    """
+
+    #: The array of a store or case set the value reads: ``"factors"`` or ``"cues"``.
+    reads: str
+    #: One name per column of :meth:`features` and :meth:`contributions`.
+    feature_names: tuple
+    #: Whether ``V`` can be negative; eq. 3's resistance ``1 + beta * V`` then reads ``V-bar`` (:meth:`eq3_value`).
+    signed: bool
+
+    def features(self, x) -> np.ndarray:
+        """The features the value weighs, one row per memory (checked)."""
+        ...
+
+    def score(self, x) -> np.ndarray:
+        """The value ``V`` of each memory."""
+        ...
+
+    def normalise(self, v) -> np.ndarray:
+        """``V-bar`` in [0, 1] of values ``v`` (see the class docstring)."""
+        ...
+
+    def contributions(self, x) -> np.ndarray:
+        """``features * weights``: the terms that sum to each value, one column per feature."""
+        ...
+
+    def normalised(self, x) -> np.ndarray:
+        """``V-bar`` of each memory: :meth:`normalise` of :meth:`score`."""
+        return self.normalise(self.score(x))
+
+    def eq3_value(self, v) -> np.ndarray:
+        """The value eq. 3 reads (:func:`~memlib.forgetting.forget_score`): ``V``, or ``V-bar`` if ``V`` is signed."""
+        return self.normalise(v) if self.signed else np.asarray(v)
+
+    def __call__(self, x) -> np.ndarray:
+        """The value of each memory (:meth:`score`)."""
+        return self.score(x)
+
+
+class LinearValue(Value):
+    """The paper's value (eq. 1): ``V = f @ w`` over the seven factors, with weights ``w >= 0``.
+
+    Parameters
+    ----------
+    weights : array_like, shape (7,)
+        Non-negative finite weights, one per factor of :data:`memlib.FACTORS`
+        (:func:`check_weights`).
+
+    Notes
+    -----
+    ``V`` is summed factor by factor (:func:`linear_score`, in the dtype of the
+    factors: float32 factors give float32 values), skipping factors of weight 0;
+    ``V-bar = V / sum(w)`` (0 for all-zero weights).
+
+    >>> LinearValue([1, 1, 0, 0, 0, 2, -1])
+    Traceback (most recent call last):
+    ...
+    memlib._checks.ParameterError: weights must be >= 0; negative: usage_history=-1.0
+    >>> LinearValue(np.ones(7)).score(np.zeros((2, 6)))
+    Traceback (most recent call last):
+    ...
+    memlib._checks.ParameterError: factor array must have 7 columns, got 6
+    """
+
+    reads = "factors"
+    feature_names = FACTORS
+    signed = False
+
+    def __init__(self, weights):
+        self.weights = np.array(check_weights(weights))  # a copy: the caller's array stays writable
+        self.weights.setflags(write=False)
+
+    def features(self, x) -> np.ndarray:
+        """The factor array of ``x``, shape (..., 7)."""
+        F = np.asarray(_inputs(x, self.reads))
+        if F.ndim == 0 or F.shape[-1] != len(FACTORS):
+            raise ParameterError(f"factor array must have {len(FACTORS)} columns, got {F.shape[-1] if F.ndim else 0}")
+        return F
+
+    def score(self, x) -> np.ndarray:
+        F = self.features(x)
+        w = self.weights.astype(F.dtype if F.dtype.kind == "f" else float)
+        return linear_score(F, w, np.flatnonzero(w))
+
+    def normalise(self, v) -> np.ndarray:
+        v = np.asarray(v)
+        total = self.weights.sum()
+        return v / total if total > 0 else np.zeros_like(v, dtype=float)
+
+    def contributions(self, x) -> np.ndarray:
+        return self.features(x) * self.weights
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, LinearValue) and np.array_equal(self.weights, other.weights)
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.weights.tolist()})"
+
+
 def value(F, w) -> np.ndarray:
-    """Memory value ``V = F @ w`` for a stack of factor vectors.
+    """Memory value ``V = F @ w`` for a stack of factor vectors: ``LinearValue(w).score(F)``.
 
     Parameters
     ----------
@@ -66,25 +230,15 @@ def value(F, w) -> np.ndarray:
     Returns
     -------
     numpy.ndarray, shape (...)
+        Summed factor by factor (:func:`linear_score`), so each memory's value is the
+        same float in any batch, at any position.
     """
-    F = np.asarray(F)
-    if F.shape[-1] != len(FACTORS):
-        raise ParameterError(f"factor array must have {len(FACTORS)} columns, got {F.shape[-1]}")
-    w = check_weights(w).astype(F.dtype if F.dtype.kind == "f" else float)
-    # summed factor by factor (not a matrix product, which may round a row by where it sits), so each
-    # memory's value is the same float in any batch, at any position
-    out = np.zeros(F.shape[:-1], dtype=w.dtype)
-    for j in np.flatnonzero(w):
-        out += F[..., j] * w[j]
-    return out
+    return LinearValue(w).score(F)
 
 
 def normalised_value(F, w) -> np.ndarray:
-    """Normalised value ``V / sum(w)`` in ``[0, 1]``; all-zero weights give 0."""
-    w = check_weights(w)
-    total = w.sum()
-    v = value(F, w)
-    return v / total if total > 0 else np.zeros_like(v, dtype=float)
+    """Normalised value ``V / sum(w)`` in ``[0, 1]``; all-zero weights give 0: ``LinearValue(w).normalised(F)``."""
+    return LinearValue(w).normalised(F)
 
 
 def encoding_tier(v_bar) -> np.ndarray:
@@ -186,7 +340,7 @@ def _interaction_names(cues) -> tuple:
     return tuple(f"user*{c}" for c in cues if c != "is_user")
 
 
-class CueValue:
+class CueValue(Value):
     """A learned linear value over the cues a store computes (:data:`memlib.cues.STORE_CUES`).
 
     The paper's value is ``V = f @ w`` over seven factors in [0, 1] with non-negative
@@ -198,17 +352,22 @@ class CueValue:
     ``quantiles`` are 101 values of ``V`` (0th to 100th percentile) over the turns it was
     learned on; :meth:`normalise` maps a value to its place in that distribution, a ``V-bar``
     in [0, 1] that the encoding tiers and the retrieval mix read as they read the paper's
-    ``V / sum(w)``.
+    ``V / sum(w)`` (see :class:`Value`). ``V`` can be negative, so eq. 3 reads ``V-bar``.
 
     >>> from memlib.cues import STORE_CUES
     >>> w = np.zeros(len(STORE_CUES)); w[STORE_CUES.index("length")] = 1.0
     >>> cv = CueValue(w, quantiles=np.linspace(0.0, 4.0, 101))
     >>> X = np.zeros((2, len(STORE_CUES))); X[:, STORE_CUES.index("length")] = [1.0, 3.0]
-    >>> cv(X).tolist(), cv.normalise(cv(X)).round(2).tolist()
+    >>> cv.score(X).tolist(), cv.normalised(X).round(2).tolist()
     ([1.0, 3.0], [0.25, 0.75])
+    >>> cv.eq3_value(cv(X)).round(2).tolist()   # V can be negative: eq. 3 reads V-bar
+    [0.25, 0.75]
     >>> CueValue.from_dict(cv.to_dict())(X).tolist()
     [1.0, 3.0]
     """
+
+    reads = "cues"
+    signed = True
 
     def __init__(self, weights, interactions: bool = False, quantiles=None, info: dict | None = None):
         from memlib.cues import STORE_CUES
@@ -246,22 +405,22 @@ class CueValue:
         for a in (self.weights, self.quantiles):  # one default value is shared by every default store
             a.setflags(write=False)
 
-    def features(self, X) -> np.ndarray:
-        """The features of store cues ``X`` (n, 11): the cues, then with ``interactions`` each times ``is_user``."""
-        X = np.asarray(X, dtype=np.float64)
+    def features(self, x) -> np.ndarray:
+        """The features of store cues ``x`` (n, 11): the cues, then with ``interactions`` each times ``is_user``."""
+        X = np.asarray(_inputs(x, self.reads), dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != len(self.cues):
             raise ParameterError(f"store cues must have shape (n, {len(self.cues)}), got {X.shape}")
         if not self.interactions:
             return X
         return np.hstack([X, X[:, :1] * X[:, 1:]])
 
-    def contributions(self, X) -> np.ndarray:
+    def contributions(self, x) -> np.ndarray:
         """``features * weights``, shape (n, features): the terms that sum to each value."""
-        return self.features(X) * self.weights
+        return self.features(x) * self.weights
 
-    def __call__(self, X) -> np.ndarray:
-        """The value of each row of store cues ``X``."""
-        return self.features(X) @ self.weights
+    def score(self, x) -> np.ndarray:
+        """The value of each row of store cues ``x`` (a matrix product over the features)."""
+        return self.features(x) @ self.weights
 
     def normalise(self, v) -> np.ndarray:
         """``V-bar`` in [0, 1]: the share of the training turns whose value lies below ``v`` (interpolated)."""

@@ -3,7 +3,7 @@ import pytest
 
 from memlib import ParameterError
 from memlib.metrics import CaseSet, RetentionEvaluator, expected_random_retention, keep_count, retention
-from memlib.scoring import POLICIES, policy_scores
+from memlib.scoring import SCORING_RULES, policy_scores
 
 
 def reference_retention(scores, gold, k):
@@ -122,7 +122,49 @@ def test_policy_errors_are_clear():
         policy_scores("nope", cs)
     with pytest.raises(ParameterError, match="needs weights"):
         policy_scores("learned_V", cs)
-    assert "recency_only" in POLICIES and "random" in POLICIES
+    assert "recency_only" in SCORING_RULES and "random" in SCORING_RULES
+
+
+def test_policies_is_the_deprecated_name_of_the_scoring_rules():
+    import memlib.scoring as scoring
+
+    with pytest.warns(DeprecationWarning, match="use memlib.scoring.SCORING_RULES"):
+        assert scoring.POLICIES == SCORING_RULES
+    with pytest.raises(AttributeError, match="no attribute 'RULES'"):
+        scoring.RULES  # noqa: B018
+
+
+def old_padded_scores(ev, w):
+    """RetentionEvaluator's scores as they were summed before memlib.value.linear_score: its own column loop."""
+    w = np.asarray(w, dtype=np.float32)[ev.columns]
+    s = np.zeros(ev._F.shape[1], np.float32)
+    for j in range(len(w)):
+        s += ev._F[j] * w[j]
+    return (s.reshape(ev._pad.shape) + ev._pad)[:, : ev._N]
+
+
+def old_stable_scores(ev, w):
+    w = np.asarray(w, dtype=np.float64)
+    s = np.zeros(ev._F.shape[:2])
+    for j in range(ev._F.shape[2]):
+        s = s + ev._F[..., j] * w[j]
+    return s
+
+
+@pytest.mark.parametrize("signed", [False, True])
+def test_evaluator_scores_are_the_old_sums_bit_for_bit(signed):
+    from memlib.metrics import StableOrderEvaluator
+
+    rng = np.random.default_rng(11)
+    cs = random_caseset(rng, ties=False)
+    w = rng.normal(size=7) if signed else rng.random(7)
+    w[3] = 0.0
+    ev = RetentionEvaluator(cs, 0.3)
+    np.testing.assert_array_equal(ev.scores(w), old_padded_scores(ev, w))
+    st = StableOrderEvaluator(cs, 0.3)
+    np.testing.assert_array_equal(st.scores(w), old_stable_scores(st, w))
+    if not signed:  # the paper's value, as the scoring rule reads it: the same float32 sum
+        np.testing.assert_array_equal(ev.scores(w)[cs.valid], policy_scores("learned_V", cs, w)[cs.valid])
 
 
 def test_recency_and_single_factor_scores():

@@ -478,3 +478,93 @@ def test_npz_export_keeps_pins_expiry_and_merges_and_reads_version_1(tmp_path):
     np.savez(tmp_path / "v1.npz", header=np.array(json.dumps(header)), **arrays)
     old = MemoryStore.load(tmp_path / "v1.npz")
     assert old.ids == st.ids and not any(i["pinned"] for i in old.items()) and old.merge_threshold == 0.95
+
+
+# --------------------------------------------------------------------------- the store's value (memlib.value.Value)
+
+
+def test_the_store_holds_one_value_and_reads_it_for_values_tiers_and_explanations():
+    from memlib.store.checks import StoreLinearValue
+    from memlib.store.columns import matvec
+    from memlib.value import CueValue, LinearValue, Value, load_defaults
+
+    st, _ = filled_store()
+    w = np.array([0.5, 1, 0, 0.2, 0, 2, 0])
+    assert isinstance(st.value, StoreLinearValue) and st.value == LinearValue(w)
+    np.testing.assert_array_equal(st.values(), matvec(st.factors, w))  # the store's sum, bit for bit as before
+    np.testing.assert_array_equal(st.normalised_values(), st.values() / w.sum())
+    row = st.explain(st.ids[0])
+    assert [k[len("contrib_") :] for k in row if k.startswith("contrib_")] == list(FACTORS)
+    assert sum(row[f"contrib_{f}"] for f in FACTORS) == pytest.approx(row["value"])
+    cue = MemoryStore()
+    cue.add("I am allergic to peanuts!", time=0.0, embedding=np.eye(384)[0])
+    assert isinstance(cue.value, CueValue) and isinstance(cue.value, Value) and cue.value == load_defaults()["value"]
+    np.testing.assert_array_equal(cue.values(), cue.value.features(cue.cues) @ cue.value.weights)
+    np.testing.assert_array_equal(cue.normalised_values(), cue.value.normalise(cue.values()))
+
+
+def test_a_linear_value_is_the_same_store_as_its_weights(tmp_path):
+    from memlib.value import LinearValue
+
+    w = [0.5, 1, 0, 0.2, 0, 2, 0]
+    a = MemoryStore(weights=w, merge_threshold=None)
+    b = MemoryStore(value=LinearValue(w), merge_threshold=None)
+    rng = np.random.default_rng(9)
+    for i in range(6):
+        e = unit(rng)
+        for st in (a, b):
+            st.add(f"I like item {i}!", time=float(i), session=f"s{i // 2}", embedding=e)
+    assert b.weights.tolist() == w and b.items() == a.items()
+    assert b.consolidate(budget=3) == a.consolidate(budget=3)
+    b.save(tmp_path / "b.npz")
+    back = MemoryStore.load(tmp_path / "b.npz")
+    assert back.value == LinearValue(w) and back.items() == b.items()
+    with pytest.raises(ParameterError, match="not both"):
+        MemoryStore(weights=w, value=LinearValue(w))
+    with pytest.raises(ParameterError, match="value must be a memlib.value.CueValue, a memlib.value.LinearValue or"):
+        MemoryStore(value=np.ones(7))
+
+
+def test_weights_set_the_paper_value_and_are_only_a_setting_of_a_cue_store():
+    from memlib.store.columns import matvec
+
+    st, _ = filled_store()
+    st.weights = np.ones(7)
+    np.testing.assert_array_equal(st.values(), matvec(st.factors, np.ones(7)))
+    assert st.value.weights.tolist() == [1.0] * 7
+    cue = MemoryStore()
+    cue.add("I am allergic to peanuts!", time=0.0, embedding=np.eye(384)[0])
+    before, value = cue.values(), cue.value
+    cue.weights = np.arange(7.0)
+    assert cue.value is value and cue.weights.tolist() == list(range(7))
+    np.testing.assert_array_equal(cue.values(), before)
+    cue.value = "paper"  # the paper's value with the weights the store keeps
+    assert cue.value.weights.tolist() == list(range(7)) and cue.values()[0] == pytest.approx(cue.factors[0] @ range(7))
+    with pytest.raises(ParameterError, match="weights must be >= 0"):
+        st.weights = -np.ones(7)
+    with pytest.raises(ParameterError, match="value must be a memlib.value.CueValue"):
+        st.value = "mine"
+
+
+def test_value_model_is_the_deprecated_view_of_the_value():
+    st, _ = filled_store()
+    with pytest.warns(DeprecationWarning, match="read MemoryStore.value"):
+        assert st.value_model is None
+    cue = MemoryStore()
+    with pytest.warns(DeprecationWarning):
+        assert cue.value_model is cue.value
+
+
+def test_a_store_pickled_before_the_value_protocol_unpickles(tmp_path):
+    import copy
+
+    from memlib.value import LinearValue
+
+    st, _ = filled_store()
+    state = st.__getstate__()
+    old = {k: v for k, v in state.items() if k not in ("_value", "_weights")}  # the old attributes
+    old.update(value_model=None, weights=st.weights.copy())
+    back = MemoryStore.__new__(MemoryStore)
+    back.__setstate__(old)
+    assert back.value == LinearValue(st.weights) and back.items() == st.items()
+    assert copy.deepcopy(st).items() == st.items()

@@ -3,7 +3,7 @@ import pytest
 
 from memlib import FACTORS, ParameterError
 from memlib.forgetting import drop_to_budget, forget_score
-from memlib.value import TIERS, encoding_tier, normalised_value, value
+from memlib.value import TIERS, CueValue, LinearValue, Value, encoding_tier, normalised_value, value
 
 
 def test_factor_names_in_paper_order():
@@ -79,3 +79,102 @@ def test_drop_to_budget_drops_highest_scores_first():
     assert not drop_to_budget([1.0, 2.0], budget=0).any()
     with pytest.raises(ParameterError, match="budget"):
         drop_to_budget([1.0], budget=-1)
+
+
+# --------------------------------------------------------------------------- the Value protocol
+
+
+def old_value(F, w):
+    """memlib.value.value as it was summed before the Value protocol: factor by factor, zero weights skipped."""
+    F = np.asarray(F)
+    w = np.asarray(w, dtype=float).astype(F.dtype if F.dtype.kind == "f" else float)
+    out = np.zeros(F.shape[:-1], dtype=w.dtype)
+    for j in np.flatnonzero(w):
+        out += F[..., j] * w[j]
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_linear_value_is_the_old_sum_bit_for_bit_and_the_same_float_at_any_position(dtype):
+    rng = np.random.default_rng(3)
+    F = rng.random((4, 300, 7)).astype(dtype)
+    w = rng.random(7) * 3
+    w[[2, 6]] = 0.0
+    lv = LinearValue(w)
+    v = lv.score(F)
+    assert v.dtype == dtype
+    np.testing.assert_array_equal(v, old_value(F, w))
+    np.testing.assert_array_equal(v, value(F, w))
+    perm = rng.permutation(300)
+    np.testing.assert_array_equal(lv.score(F[:, perm]), v[:, perm])  # no row rounds by where it sits
+    np.testing.assert_array_equal(lv.score(F[1, 7:8]), v[1, 7:8])
+    np.testing.assert_array_equal(normalised_value(F, w), v / w.sum())
+    np.testing.assert_array_equal(lv.normalised(F), normalised_value(F, w))
+
+
+def test_linear_value_reads_an_object_holding_factors_and_refuses_bad_input():
+    from memlib.cases import CaseSet
+
+    rng = np.random.default_rng(4)
+    cs = CaseSet.from_cases([rng.random((5, 7)), rng.random((3, 7))], [np.arange(5.0), np.arange(3.0)], [[0], [1]])
+    lv = LinearValue(np.arange(7.0))
+    np.testing.assert_array_equal(lv.score(cs), lv.score(cs.factors))
+    assert lv.feature_names == FACTORS and lv.reads == "factors" and not lv.signed
+    with pytest.raises(ParameterError, match="factor array must have 7 columns, got 6"):
+        lv.score(np.zeros((2, 6)))
+    with pytest.raises(ParameterError, match="factor array must have 7 columns, got 0"):
+        lv.score(3.0)
+    with pytest.raises(ParameterError, match="negative: emotional_intensity=-0.5"):
+        LinearValue([-0.5, 0, 0, 0, 0, 0, 0])
+    with pytest.raises(ParameterError, match=r"weights must have shape \(7,\)"):
+        LinearValue(np.ones((7, 1)))
+    with pytest.raises(ParameterError, match="finite"):
+        LinearValue([np.nan] * 7)
+
+
+def test_linear_value_keeps_its_weights_and_leaves_the_callers_array_alone():
+    w = np.ones(7)
+    lv = LinearValue(w)
+    w[0] = 5.0  # the caller's array stays writable, and the value does not follow it
+    assert lv.weights.tolist() == [1.0] * 7
+    with pytest.raises(ValueError, match="read-only"):
+        lv.weights[0] = 2.0
+    assert lv == LinearValue(np.ones(7)) and lv != LinearValue(np.arange(7.0))
+    assert LinearValue(np.zeros(7)).normalise(np.array([0.0, 0.0])).tolist() == [0.0, 0.0]
+
+
+def test_both_values_implement_the_protocol():
+    from memlib.cues import STORE_CUES
+
+    rng = np.random.default_rng(5)
+    lv = LinearValue(rng.random(7))
+    cv = CueValue(rng.normal(size=2 * len(STORE_CUES) - 1), interactions=True, quantiles=np.linspace(-2, 2, 101))
+    for v, X in ((lv, rng.random((40, 7))), (cv, rng.random((40, len(STORE_CUES))))):
+        assert isinstance(v, Value)
+        s = v.score(X)
+        np.testing.assert_array_equal(v(X), s)
+        C = v.contributions(X)
+        assert C.shape == (40, len(v.feature_names))
+        np.testing.assert_allclose(C.sum(axis=1), s, rtol=1e-12, atol=1e-12)  # the terms sum to the value
+        nb = v.normalised(X)
+        assert np.all((nb >= 0) & (nb <= 1))
+        order = np.argsort(s)
+        assert np.all(np.diff(nb[order]) >= 0)  # V-bar never reverses the order of V
+        np.testing.assert_array_equal(nb, v.normalise(s))
+    # eq. 3 reads the paper's V as the paper writes it, and a signed cue value's V-bar
+    s = lv.score(np.ones((1, 7)))
+    np.testing.assert_array_equal(lv.eq3_value(s), s)
+    X = rng.random((3, len(STORE_CUES)))
+    np.testing.assert_array_equal(cv.eq3_value(cv.score(X)), cv.normalised(X))
+    assert cv.signed and cv.reads == "cues"
+
+
+def test_cue_value_score_is_the_old_matrix_product_bit_for_bit():
+    from memlib.cues import STORE_CUES
+
+    rng = np.random.default_rng(6)
+    cv = CueValue(rng.normal(size=len(STORE_CUES)))
+    X = rng.normal(size=(500, len(STORE_CUES)))
+    np.testing.assert_array_equal(cv.score(X), X @ cv.weights)
+    with pytest.raises(ParameterError, match=r"store cues must have shape \(n, 11\), got \(3, 7\)"):
+        cv.score(np.zeros((3, 7)))

@@ -34,10 +34,10 @@ import numpy as np
 from memlib import FACTORS
 from memlib._checks import ParameterError, check_int
 from memlib._text import clean_text
-from memlib.store.columns import expiry_of, to_days
+from memlib.store.columns import expiry_of, matvec, to_days
 from memlib.store.embedder import check_vector
 from memlib.store.state import short_repr
-from memlib.value import check_weights
+from memlib.value import CueValue, LinearValue, Value, check_weights, load_defaults
 
 
 # --------------------------------------------------------------------------- a turn
@@ -252,16 +252,43 @@ def check_timeout(timeout) -> float:
     return float(timeout)
 
 
-def value_argument(value, weights):
-    """The store's cue value, or None for the paper's ``V = f @ w`` (see :class:`~memlib.store.MemoryStore`)."""
-    from memlib.value import CueValue, load_defaults
+class StoreLinearValue(LinearValue):
+    """The paper's value ``V = f @ w`` as a store sums it: one ``einsum`` per item.
 
-    if isinstance(value, str) and value == "paper":
-        return None
-    if value is None:
-        return load_defaults()["value"] if weights is None else None
-    if not isinstance(value, CueValue):
-        raise ParameterError(f"value must be a memlib.value.CueValue or 'paper', got {type(value).__name__}")
+    That is :func:`~memlib.store.columns.matvec`, where
+    :class:`~memlib.value.LinearValue` sums factor by factor; the two sums can differ in
+    the last bit. The store keeps its own so that its values, and the studies that replay
+    stores (:mod:`memlib.studies.stream`), stay bit for bit as they were.
+    """
+
+    def score(self, x) -> np.ndarray:
+        return matvec(self.features(x), self.weights)
+
+
+def value_argument(value, weights, stored_weights=None) -> Value:
+    """The store's :class:`~memlib.value.Value` from ``MemoryStore(weights=..., value=...)``.
+
+    The paper's value, summed as the store sums it (a :class:`StoreLinearValue`), for
+    ``weights``, a :class:`~memlib.value.LinearValue` or ``'paper'`` (with ``weights``,
+    else ``stored_weights``, else 1 for every factor); a :class:`~memlib.value.CueValue`
+    as given; neither: the default cue value (:func:`memlib.value.load_defaults`).
+
+    >>> value_argument(None, [0, 0, 0, 0, 1, 0, 0])
+    StoreLinearValue([0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0])
+    >>> value_argument("mine", None)
+    Traceback (most recent call last):
+    ...
+    memlib._checks.ParameterError: value must be a memlib.value.CueValue, a memlib.value.LinearValue or 'paper', got str
+    """
+    if value is None and weights is None:
+        return load_defaults()["value"]
+    if value is None or (isinstance(value, str) and value == "paper"):
+        w = stored_weights if weights is None and stored_weights is not None else weights
+        return StoreLinearValue(check_store_weights(np.ones(len(FACTORS)) if w is None else w))
+    if not isinstance(value, (CueValue, LinearValue)):
+        raise ParameterError(
+            f"value must be a memlib.value.CueValue, a memlib.value.LinearValue or 'paper', got {type(value).__name__}"
+        )
     if weights is not None:
-        raise ParameterError("pass weights (the paper's value) or value= (a cue value), not both")
-    return value
+        raise ParameterError("pass weights (the paper's value) or value=, not both")
+    return StoreLinearValue(value.weights) if isinstance(value, LinearValue) else value

@@ -23,6 +23,7 @@ fixes it (:func:`goal_fixed`).
 from __future__ import annotations
 
 import contextlib
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -37,11 +38,8 @@ _GOAL = FACTORS.index(GOAL)
 
 
 def normalise(store, values: np.ndarray) -> np.ndarray:
-    """``V-bar`` of ``values`` in the store: ``V / sum(w)``, or a cue value's place among its training values."""
-    if store.value_model is not None:
-        return store.value_model.normalise(values)
-    total = store.weights.sum()
-    return values / total if total > 0 else np.zeros(len(values))
+    """``V-bar`` of ``values`` under the store's value (:meth:`memlib.value.Value.normalise`)."""
+    return store.value.normalise(values)
 
 
 def tiers_of(store, values: np.ndarray) -> np.ndarray:
@@ -140,11 +138,9 @@ def explain_row(store, cols, i: int, p: dict, reason=None) -> dict:
         hit = np.flatnonzero(pos == i)
         if len(hit):
             f[_GOAL] = values[hit[0]]
-    if store.value_model is not None:
-        x = np.concatenate([cols.view("static_cues")[i], f[STORE_FACTOR_COLUMNS]])
-        names, contrib = store.value_model.feature_names, store.value_model.contributions(x[None])[0]
-    else:
-        names, contrib = FACTORS, f * store.weights
+    cues = np.concatenate([cols.view("static_cues")[i], f[STORE_FACTOR_COLUMNS]])  # as MemoryStore.cues
+    item = SimpleNamespace(factors=f[None], cues=cues[None])  # what the store's value reads, for item i
+    names, contrib = store.value.feature_names, store.value.contributions(item)[0]
     expires = cols.view("expires")[i]
     row = {"id": int(cols.view("ids")[i]), "text": cols.strings["texts"][i]}
     if reason is not None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import threading
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -35,6 +36,7 @@ from memlib.store.backend import FORGOTTEN_KEYS as FORGOTTEN_KEYS  # (where it w
 from memlib.store.backend import Change, MemoryBackend, locked
 from memlib.store.checks import (
     MERGE_THRESHOLD,
+    StoreLinearValue,
     Turn,
     check_budgets,
     check_clock,
@@ -54,6 +56,7 @@ from memlib.store.policies import ValuePolicy
 from memlib.store.protocol import Policy
 from memlib.store.state import DIM, StoreError, check_item_state, fail, short_repr
 from memlib.store.view import StoreView
+from memlib.value import LinearValue, Value
 
 __all__ = ["DIM", "MERGE_THRESHOLD", "MemoryStore", "StoreError", "count_tokens", "to_days", "valence"]
 
@@ -68,15 +71,15 @@ class MemoryStore(Persistence):
         value; learned weights come from :func:`memlib.learned_weights` (the
         oracle-blind study's blind regime), e.g.
         ``MemoryStore(weights=memlib.learned_weights("results/oracle-blind.json"))``.
-    value : CueValue or 'paper', optional
+    value : CueValue, LinearValue or 'paper', optional
         The value when no ``weights`` are given. Default: the learned cue value of
         ``memlib/defaults.json`` (:func:`memlib.value.load_defaults`), a linear value
         over the store cues of :data:`memlib.cues.STORE_CUES` and their products with
         ``is_user``, learned from gold retention on LoCoMo and LongMemEval-S. ``'paper'``
-        is the paper's value with weight 1 for every factor. Any
-        :class:`~memlib.value.CueValue` (e.g. from :func:`memlib.learning.fit_cue_value`)
-        works; its normalised value ``V-bar`` is its place among the values of the turns it
-        was learned on, which sets the encoding tiers.
+        is the paper's value with weight 1 for every factor, ``LinearValue(w)`` the same
+        as ``weights=w``. Any :class:`~memlib.value.CueValue` (e.g. from
+        :func:`memlib.learning.fit_cue_value`) works; its normalised value ``V-bar`` is its
+        place among the values of the turns it was learned on, which sets the encoding tiers.
     policy : Policy, optional
         Forgetting and retrieval rules (default :class:`ValuePolicy`, with the measured
         defaults; ``make_policy("paper")`` is the paper's eq. 3 with ``beta = 1``).
@@ -141,14 +144,60 @@ class MemoryStore(Persistence):
 
         self._backend = MemoryBackend()  # the data (persistence.FileBackend for a file store)
         self.factor_set = check_choice("factor_set", factor_set, FACTOR_SETS)
-        self.value_model = value_argument(value, weights)
-        self.weights = check_store_weights(np.ones(len(FACTORS)) if weights is None else weights)
+        self._weights = np.ones(len(FACTORS))  # a cue value's store keeps them as a setting only
+        self._set_value(value_argument(value, weights))
         self.policy = policy or ValuePolicy()
         self.value_profile = None if value_profile is None else check_vector("value_profile", value_profile)
         self.merge_threshold = check_merge_threshold(merge_threshold)
         self._embedder = Embedder(embedder_argument(embedder, embed, "MemoryStore"))
         self._lock = threading.RLock()  # see Threads in the class docstring
         self._closed = None  # the path of a file store after close()
+
+    @property
+    def value(self) -> Value:
+        """The store's :class:`~memlib.value.Value`: what :meth:`values`, :meth:`tiers` and the explanations read.
+
+        The paper's (a :class:`~memlib.store.checks.StoreLinearValue`, with :attr:`weights`)
+        or a :class:`~memlib.value.CueValue`. Set it as the ``value`` argument of the store
+        (a :class:`~memlib.value.LinearValue` is then summed as the store sums).
+        """
+        return self._value
+
+    @value.setter
+    def value(self, value) -> None:
+        self._set_value(value_argument(value, None, self._weights))
+
+    def _set_value(self, value: Value) -> None:
+        self._value = value
+        if isinstance(value, LinearValue):
+            self._weights = value.weights
+
+    @property
+    def weights(self) -> np.ndarray:
+        """The factor weights of the paper's value; a store with a cue value keeps them as a setting only.
+
+        Setting them (not changing them in place) on a store with the paper's value sets its
+        value, as ``weights=`` does.
+        """
+        return self._weights
+
+    @weights.setter
+    def weights(self, weights) -> None:
+        w = check_store_weights(weights)
+        if isinstance(self._value, LinearValue):
+            self._set_value(StoreLinearValue(w))
+        else:
+            self._weights = w
+
+    @property
+    def value_model(self):
+        """Deprecated: the store's cue value, or None for the paper's value; read :attr:`value` instead."""
+        warnings.warn(
+            "MemoryStore.value_model is deprecated: read MemoryStore.value (a memlib.value.Value)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return None if isinstance(self.value, LinearValue) else self.value
 
     @property
     def policy(self) -> Policy:
@@ -359,10 +408,8 @@ class MemoryStore(Persistence):
 
     @locked
     def values(self) -> np.ndarray:
-        """Value of every retained item: ``V = f @ w``, or the store's cue value."""
-        if self.value_model is not None:
-            return self.value_model(self.cues)
-        return matvec(self._backend.cols.view("factors"), self.weights)
+        """Value of every retained item under the store's :attr:`value`: ``V = f @ w``, or its cue value."""
+        return self.value.score(self)
 
     @locked
     def normalised_values(self) -> np.ndarray:

@@ -33,6 +33,7 @@ from memlib._checks import ParameterError, check_choice
 from memlib.store.backend import MemoryBackend, locked
 from memlib.store.checks import (
     MERGE_THRESHOLD,
+    StoreLinearValue,
     check_merge_threshold,
     check_store_weights,
     check_timeout,
@@ -42,7 +43,7 @@ from memlib.store.embedder import check_vector, embedder_argument
 from memlib.store.policies import POLICIES
 from memlib.store.protocol import Policy
 from memlib.store.state import check_state, fail, policy_from
-from memlib.value import check_weights
+from memlib.value import LinearValue, check_weights
 
 if TYPE_CHECKING:  # (the SQLite layer loads when a store first opens a file, not on import)
     from memlib.store.durable import StoreFile
@@ -209,6 +210,10 @@ class Persistence:
         return state
 
     def __setstate__(self, state):
+        if "value_model" in state:  # a pickle from before stores held a memlib.value.Value
+            model, w = state.pop("value_model"), state.pop("weights")
+            state["_weights"] = w
+            state["_value"] = StoreLinearValue(w) if model is None else model
         self.__dict__.update(state)
         self._lock = threading.RLock()
 
@@ -221,7 +226,7 @@ class Persistence:
             "weights": self.weights,
             "value_profile": self.value_profile,
             "merge_threshold": self.merge_threshold,
-            "value": self.value_model,
+            "value": None if isinstance(self.value, LinearValue) else self.value,  # None: the paper's, with weights
         }
 
     def _state(self) -> dict:
@@ -386,13 +391,9 @@ class Persistence:
                 raise ParameterError(f"{self.path} was built with another value_profile")
         changed = False
         if weights is not None or value is not None:
-            model = value_argument(value, weights)
-            changed |= model != self.value_model
-            self.value_model = model
-        if weights is not None:
-            w = check_store_weights(weights)
-            changed |= not np.array_equal(w, self.weights)
-            self.weights = w
+            model = value_argument(value, weights, self.weights)
+            changed |= model != self.value  # (two linear values are equal when their weights are)
+            self._set_value(model)
         if policy is not None:
             changed = True
         if merge_threshold is not _UNSET:

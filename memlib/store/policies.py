@@ -83,7 +83,7 @@ class ValuePolicy(Policy):
     def forget_scores(self, store, now):
         if self.keep_top_value:
             return -store.normalised_values()
-        v = store.values() if store.value_model is None else store.normalised_values()
+        v = store.value.eq3_value(store.values())  # the paper's V, or V-bar for a signed (cue) value
         view = store.view
         return forget_score(np.maximum(now - view.time, 0.0), view.retrievals, v, beta=self.beta)
 
