@@ -29,15 +29,13 @@ def main():
     args = p.parse_args()
     import pandas as pd
 
-    from memlib import cues, datasets, factors
+    from memlib import cues, factors
+    from memlib.studies import DataSpec
 
-    ds = datasets.load(args.dataset)
-    if args.limit:
-        ds = ds.limit(args.limit)
-    if args.sample:
-        ds = ds.sample(args.sample)
+    data = DataSpec(args.dataset, limit=args.limit, sample=args.sample, embedding_setting=args.setting)
+    ds = data.load_dataset()
     t0 = time.perf_counter()
-    ann = factors.annotate(ds, "blind", factor_set="paper", embedding=args.setting, progress=True)
+    ann = factors.annotate(ds, "blind", factor_set="paper", embedding_setting=args.setting, progress=True)
     t_ann = time.perf_counter() - t0
     best = None
     for _ in range(max(1, args.repeat)):
@@ -76,7 +74,7 @@ def main():
         from memlib.studies import cues as study
 
         t0 = time.perf_counter()
-        study.cue_study(args.dataset, limit=args.limit, sample=args.sample, embedding=args.setting)
+        study.cue_study(data)
         print(json.dumps({"cue_study_seconds_from_cache": round(time.perf_counter() - t0, 1)}))
 
 

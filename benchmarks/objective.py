@@ -31,11 +31,11 @@ def main():
     p.add_argument("--skip-study", action="store_true")
     args = p.parse_args()
     from memlib.metrics import RetentionEvaluator
-    from memlib.studies import load_regimes
+    from memlib.studies import DataSpec
     from memlib.studies.mlp import mlp_ablation
     from memlib.studies.oracle_blind import oracle_vs_blind
 
-    ds, anns = load_regimes(args.dataset)
+    ds, anns = DataSpec(args.dataset).load()
     out = {"dataset": args.dataset}
     rng = np.random.default_rng(0)
     for regime, ann in anns.items():

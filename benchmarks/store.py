@@ -452,9 +452,9 @@ def replay(dataset: str, budget_share: float) -> dict:
     from memlib.embeddings import embed
     from memlib.factors import emotional_intensity
     from memlib.store import MemoryStore, ValuePolicy
-    from memlib.studies import load_regimes
+    from memlib.studies import DataSpec
 
-    ds, anns = load_regimes(dataset)
+    ds = DataSpec(dataset).load_dataset()
     usable = ds.usable()
     histories = {}
     for c, hay in enumerate(usable.cases["haystack"]):

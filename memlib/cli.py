@@ -11,6 +11,7 @@ line ``memlib: error: ...`` and exits with status 2.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -19,24 +20,23 @@ import pandas as pd
 
 from memlib._checks import ParameterError, check_fraction, check_int
 from memlib.datasets import DatasetError
-from memlib.studies import STUDIES
+from memlib.studies import STUDIES, DataSpec
 from memlib.studies._common import check_n_splits
 
 #: Study options of the command line, by parameter name (``--n-splits`` sets ``n_splits``).
-STUDY_OPTIONS = (
-    "seed",
-    "keep_fraction",
-    "dataset",
-    "n_splits",
-    "limit",
-    "sample",
-    "factor_set",
-    "embedding",
-    "n_train",
-    "n_test",
-    "transfer_from",
-    "transfer_sample",
-)
+STUDY_OPTIONS = ("seed", "keep_fraction", "n_splits", "n_train", "n_test")
+#: Options that say what a study reads: fields of its :class:`~memlib.studies.DataSpec`, by option name.
+DATA_OPTIONS = {
+    "dataset": "dataset",
+    "limit": "limit",
+    "sample": "sample",
+    "factor_set": "factor_set",
+    "embedding": "embedding_setting",
+}
+
+
+def _option(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 def _table_to_json(table: pd.DataFrame) -> str:
@@ -48,7 +48,7 @@ def _run_study(args) -> pd.DataFrame:
     if args.study not in STUDIES:
         raise ParameterError(f"unknown study {args.study!r}; choose one of: {', '.join(STUDIES)}")
     study = STUDIES[args.study]
-    kw = {"quick": args.quick}
+    kw = {}
     for name in STUDY_OPTIONS:
         value = getattr(args, name)
         if value is None:
@@ -58,7 +58,24 @@ def _run_study(args) -> pd.DataFrame:
         elif name in study.parameters:
             kw[name] = value
         else:
-            raise ParameterError(f"--{name.replace('_', '-')} does not apply to the {study.name} study")
+            raise ParameterError(f"{_option(name)} does not apply to the {study.name} study")
+    given = _data_given(args)
+    if "data" in study.parameters:  # one DataSpec from the data options, over the study's own default
+        kw["data"] = study.data_spec(quick=args.quick, **given)
+    else:
+        for name, field in DATA_OPTIONS.items():
+            if field in given:
+                raise ParameterError(f"{_option(name)} does not apply to the {study.name} study")
+        kw["quick"] = args.quick
+    if args.transfer_sample is not None and args.transfer_from is None:
+        raise ParameterError("--transfer-sample needs --transfer-from")
+    if args.transfer_from is not None:
+        if "transfer_from" not in study.parameters:
+            raise ParameterError(f"--transfer-from does not apply to the {study.name} study")
+        embedding = kw["data"].embedding_setting
+        kw["transfer_from"] = DataSpec(
+            args.transfer_from, args.quick, sample=args.transfer_sample, embedding_setting=embedding
+        )
     # bounds checked before any data is loaded or annotated (the studies check them again)
     if args.seed is not None:
         check_int("seed", args.seed, minimum=0)
@@ -86,9 +103,10 @@ def _defaults(args) -> int:
             raise ParameterError(f"a quick or sampled run does not replace {DEFAULTS_PATH}; pass --write PATH")
         if not path.parent.is_dir():
             raise ParameterError(f"--write {path}: no folder {path.parent}")
-    hs = [defaults.load_history(d, quick=args.quick, sample=args.sample) for d in defaults.DATASETS]
+    data = DataSpec(quick=args.quick, sample=args.sample)
+    hs = [defaults.load_history(dataclasses.replace(data, dataset=d)) for d in defaults.DATASETS]
     measured = defaults.defaults_study_on(hs, quick=args.quick)
-    chosen = defaults.choose_defaults(hs, measured=measured, sample=args.sample, quick=args.quick)
+    chosen = defaults.choose_defaults(hs, measured=measured, data=data)
     if args.json:
         print(_table_to_json(measured.headline))
     else:
@@ -107,25 +125,21 @@ def _defaults(args) -> int:
 def _annotate(args) -> int:
     import time
 
-    from memlib import datasets, embeddings, factors
-    from memlib._checks import check_int
+    from memlib import embeddings, factors
 
     t0 = time.perf_counter()
     if args.device is not None:  # before the data is read or a cached table makes the device moot
         embeddings.check_device(args.device)
-    ds = datasets.load(args.dataset)
-    if args.limit is not None:
-        ds = ds.limit(check_int("limit", args.limit, minimum=1))
-    if args.sample is not None:
-        ds = ds.sample(check_int("sample", args.sample, minimum=1))
+    spec = DataSpec(**_data_given(args))
+    ds = spec.load_dataset()
     regimes = ["blind", "oracle"] if args.regime == "both" else [args.regime]
     summary = ds.stats()
     for regime in regimes:
         ann = factors.annotate(
             ds,
             regime,
-            factor_set=args.factor_set,
-            embedding=args.embedding,
+            factor_set=spec.factor_set,
+            embedding_setting=spec.embedding_setting,
             device=args.device,
             use_cache=not args.no_cache,
             progress=not args.json or sys.stderr.isatty(),
@@ -137,8 +151,8 @@ def _annotate(args) -> int:
         summary["inert_factors"] = ann.inert
     seconds = time.perf_counter() - t0
     summary.update(
-        factor_set=args.factor_set,
-        embedding=args.embedding,
+        factor_set=spec.factor_set,
+        embedding=spec.embedding_setting,
         seconds=round(seconds, 3),
         turns_per_second=round(summary["turns"] / seconds, 1),
         peak_rss_gb=factors.peak_rss_gb(),
@@ -150,6 +164,40 @@ def _annotate(args) -> int:
         for k, v in summary.items():
             print(f"{k:<{width}}  {v}")
     return 0
+
+
+def _add_data_options(p, prefix: str, dataset_required: bool = False) -> None:
+    """The options of a :class:`~memlib.studies.DataSpec` (:data:`DATA_OPTIONS`), for ``study`` and ``annotate``."""
+    p.add_argument(
+        "--dataset",
+        required=dataset_required,
+        default=None,
+        help=f"{prefix}locomo, longmemeval_s, longmemeval_m, longmemeval_oracle, realmem, or a path to a "
+        "LongMemEval-schema / JSONL file" + ("" if dataset_required else " (default: the study's, mostly locomo)"),
+    )
+    p.add_argument("--limit", type=int, default=None, help=f"{prefix}only the first N conversations / questions")
+    p.add_argument(
+        "--sample", type=int, default=None, help=f"{prefix}a seeded random sample of N conversations / questions"
+    )
+    p.add_argument(
+        "--factor-set",
+        default=None,
+        help=f"{prefix}paper (Table 1 as stated, the default), extended (our reliability cues) or released "
+        "(the authors' released experiment; oracle-blind then runs its protocol too); oracle-blind also takes "
+        "both (paper and extended), its default, and all (the three)",
+    )
+    p.add_argument(
+        "--embedding",
+        default=None,
+        help=f"{prefix}fast (128 word pieces, the default; LongMemEval-S cold: 48 min on 2 cores, 1.07x the bare "
+        "model), reference (256, the paper's; about twice as long) or int8 (fast on the model's int8 ONNX export, "
+        "CPU only; about 2x faster)",
+    )
+
+
+def _data_given(args) -> dict:
+    """The :class:`~memlib.studies.DataSpec` fields the command line gives (:data:`DATA_OPTIONS`)."""
+    return {field: getattr(args, name) for name, field in DATA_OPTIONS.items() if getattr(args, name) is not None}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -166,32 +214,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="share of turns kept, in (0, 1) (stream: the memory budget as a share of the history)",
     )
-    s.add_argument(
-        "--dataset",
-        default=None,
-        help="real-data studies: a dataset name or a path to a LongMemEval-schema / JSONL file (default locomo)",
-    )
     s.add_argument("--n-splits", type=int, default=None, help="real-data studies: resampled splits (>= 2)")
-    s.add_argument("--limit", type=int, default=None, help="real-data studies: first N conversations/questions")
-    s.add_argument(
-        "--sample",
-        type=int,
-        default=None,
-        help="real-data studies: a seeded random sample of N conversations/questions",
-    )
-    s.add_argument(
-        "--factor-set",
-        default=None,
-        help="real-data studies: paper (Table 1 as stated), extended (our reliability cues) or released "
-        "(the authors' released experiment; oracle-blind then runs its protocol too); oracle-blind also takes "
-        "both (paper and extended), its default, and all (the three)",
-    )
-    s.add_argument(
-        "--embedding",
-        default=None,
-        help="real-data studies: fast (128 word pieces, the default), reference (256, the paper's) "
-        "or int8 (fast on the model's int8 ONNX export; CPU only)",
-    )
+    _add_data_options(s, "real-data studies: ")
     s.add_argument("--transfer-from", default=None, help="cues: also learn on this dataset and test here")
     s.add_argument("--transfer-sample", type=int, default=None, help="cues: a seeded sample of its questions")
     s.add_argument("--n-train", type=int, default=None, help="synthetic: training cases (>= 1)")
@@ -206,21 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--paper", action="store_true", help="all LongMemEval-S questions (make paper)")
 
     a = sub.add_parser("annotate", help="annotate a dataset with the seven factors (cached)")
-    a.add_argument(
-        "--dataset",
-        required=True,
-        help="locomo, longmemeval_s, longmemeval_m, longmemeval_oracle, realmem, or a path to a data file",
-    )
-    a.add_argument("--limit", type=int, default=None, help="only the first N conversations / questions")
-    a.add_argument("--sample", type=int, default=None, help="a seeded random sample of N conversations / questions")
-    a.add_argument("--factor-set", default="paper", help="paper (default), extended or released")
-    a.add_argument(
-        "--embedding",
-        default="fast",
-        help="fast (128 word pieces, default; LongMemEval-S cold: 48 min on 2 cores, 1.07x the bare model), "
-        "reference (256, the paper's; about twice as long) or int8 (fast on the model's int8 ONNX export, "
-        "CPU only; about 2x faster)",
-    )
+    _add_data_options(a, "", dataset_required=True)
     a.add_argument("--device", default=None, help="cpu, cuda or mps (default: what the machine has)")
     a.add_argument("--regime", choices=["blind", "oracle", "both"], default="both")
     a.add_argument("--no-cache", action="store_true", help="recompute factors and embeddings")

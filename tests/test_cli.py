@@ -224,3 +224,34 @@ def test_defaults_command_measures_and_writes_a_defaults_file(tmp_path):
     assert set(d["policy"]) == {"keep_top_value", "beta", "value_weight", "mood_weight"}
     assert d["measured"] == rows  # the file carries the held-out numbers it printed
     assert not [p for p in tmp_path.iterdir() if p.name != "defaults.json"]  # written whole, no leftovers
+
+
+def test_the_command_line_builds_one_data_spec_as_the_chapters_do(monkeypatch):
+    from memlib import ParameterError, cli
+    from memlib.studies import COMPARE_DATASET, MAIN_SAMPLE, STUDIES, DataSpec, Study, main_job
+
+    seen = {}
+    monkeypatch.setattr(Study, "run_table", lambda self, **kw: seen.setdefault(self.name, kw) and None)
+
+    def spec(*argv):
+        seen.clear()
+        cli._run_study(cli.build_parser().parse_args(["study", *argv]))
+        return next(iter(seen.values()))
+
+    # the main job's runs read what the chapters build from their parameters (so the book reads them cached)
+    for name, study, options in main_job()[-1]:
+        kw = spec(study, *options)
+        if name.endswith(COMPARE_DATASET):
+            assert kw["data"] == STUDIES[study].data_spec(dataset=COMPARE_DATASET, sample=MAIN_SAMPLE), name
+    options = ["--dataset", "longmemeval_s", "--factor-set", "released", "--embedding", "int8"]
+    kw = spec("oracle-blind", "--quick", *options)
+    assert kw["data"] == DataSpec("longmemeval_s", quick=True, factor_set="released", embedding_setting="int8")
+    kw = spec("cues", "--quick", "--transfer-from", "longmemeval_s", "--transfer-sample", "8")
+    assert kw["transfer_from"] == DataSpec("longmemeval_s", quick=True, sample=8)
+    assert spec("synthetic", "--quick") == {"quick": True}
+    with pytest.raises(ParameterError, match="--transfer-sample needs --transfer-from"):
+        spec("cues", "--transfer-sample", "8")
+    with pytest.raises(ParameterError, match="--limit does not apply to the synthetic study"):
+        spec("synthetic", "--limit", "2")
+    with pytest.raises(ParameterError, match="pass limit or sample, not both"):
+        spec("mlp", "--limit", "2", "--sample", "3")

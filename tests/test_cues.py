@@ -30,7 +30,7 @@ def replace_questions(ds, seed):
 
 
 def blind_cues(ds):
-    ann = Fm.annotate(ds, "blind", embedding="fast", use_cache=False, progress=False)
+    ann = Fm.annotate(ds, "blind", embedding_setting="fast", use_cache=False, progress=False)
     return C.compute_cues(ds, ann, embedding="fast")
 
 
@@ -52,14 +52,14 @@ def test_every_blind_cue_ignores_every_question(lme):
 
 @pytest.mark.slow
 def test_cues_refuse_the_oracle_annotation(lme):
-    ann = Fm.annotate(lme, "oracle", embedding="fast", use_cache=False, progress=False)
+    ann = Fm.annotate(lme, "oracle", embedding_setting="fast", use_cache=False, progress=False)
     with pytest.raises(ParameterError, match="blind"):
         C.compute_cues(lme, ann)
 
 
 @pytest.mark.slow
 def test_cue_values_point_at_their_turns(lme):
-    ann = Fm.annotate(lme, "blind", embedding="fast", use_cache=False, progress=False)
+    ann = Fm.annotate(lme, "blind", embedding_setting="fast", use_cache=False, progress=False)
     t = C.compute_cues(lme, ann)
     col = {n: i for i, n in enumerate(t.names)}
     for g in range(ann.cases.n_haystacks):

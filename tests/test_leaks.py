@@ -116,6 +116,7 @@ def more_questions(records, n=6):
 def test_renaming_ids_and_shuffling_questions_changes_no_split_or_study_result(tmp_path, monkeypatch, factor_set):
     """Splits follow the questions' content, so every Table 3 figure, per-question retention and
     bootstrap interval is the same after the ids are renamed and the file is reordered."""
+    from memlib.studies import DataSpec
     from memlib.studies.oracle_blind import oracle_vs_blind
 
     monkeypatch.setenv("MEMLIB_CACHE_DIR", str(tmp_path / "cache"))
@@ -125,7 +126,8 @@ def test_renaming_ids_and_shuffling_questions_changes_no_split_or_study_result(t
     other, qids = renamed(records, seed=5)
     (tmp_path / "a.json").write_text(json.dumps(records))
     (tmp_path / "b.json").write_text(json.dumps(other))
-    a, b = (oracle_vs_blind(str(tmp_path / f"{x}.json"), n_splits=4, factor_set=factor_set, n_boot=200) for x in "ab")
+    specs = (DataSpec(str(tmp_path / f"{x}.json"), factor_set=factor_set) for x in "ab")
+    a, b = (oracle_vs_blind(data, n_splits=4, n_boot=200) for data in specs)
     cols = ["policy", "regime", "mean", "std"]
     assert a.summary[cols].equals(b.summary[cols])
     assert a.bootstrap.drop(columns=[]).equals(b.bootstrap)

@@ -239,3 +239,93 @@ def test_optimiser_comparison_on_planted_cases():
         "self_relevance",
         "reliability",
     }
+
+
+def test_the_mlp_difference_interval_reads_its_verdict_from_the_splits():
+    from memlib.studies.mlp import VERDICTS, difference_interval
+
+    def per_split(diffs, regime="blind"):
+        d = pd.DataFrame({"policy": "mlp_minus_linear", "regime": regime, "retention": diffs})
+        return pd.concat([d, d.assign(policy="mlp")], ignore_index=True)  # other rows are not read
+
+    tie = difference_interval(per_split([0.1, -0.1, 0.05, -0.05])).iloc[0]
+    assert tie["verdict"] == "tie" and tie["ci_low"] < 0 < tie["ci_high"] and tie["n_splits"] == 4
+    behind = difference_interval(per_split([-0.2, -0.25, -0.3])).set_index("regime").loc["blind"]
+    half = 1.96 * np.std([-0.2, -0.25, -0.3], ddof=1) / np.sqrt(3)
+    assert behind["verdict"] == "linear_ahead" and behind["ci_high"] == pytest.approx(-0.25 + half)
+    both = difference_interval(pd.concat([per_split([0.2, 0.3, 0.25]), per_split([0.0, 0.1], "oracle")]))
+    assert both.set_index("regime")["verdict"].to_dict() == {"blind": "mlp_ahead", "oracle": "tie"}
+    assert set(VERDICTS) >= set(both["verdict"])
+
+
+# --------------------------------------------------------------------------- the data of a study
+
+
+def test_a_data_spec_resolves_quick_mode_once():
+    from memlib.studies import QUICK_LIMIT, DataSpec
+
+    assert DataSpec("locomo", quick=True, sample=8).resolved() == DataSpec("locomo", quick=True, limit=QUICK_LIMIT)
+    assert DataSpec("locomo", quick=True, limit=2).resolved().limit == 2  # a limit is kept
+    full = DataSpec("locomo", sample=8)
+    assert full.resolved() is full and full.info() == {"sample": 8, "factor_set": "paper", "embedding": "fast"}
+    assert DataSpec("locomo", quick=True, sample=8).info()["sample"] is None  # what ran, not what was asked
+    assert DataSpec.of("locomo") == DataSpec("locomo")
+    assert DataSpec.of("longmemeval_s", like=OB.DATA) == DataSpec("longmemeval_s", factor_set="both")
+    assert DataSpec("locomo", factor_set="all").factor_sets == ("paper", "extended", "released")
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"dataset": "nope"}, "unknown dataset 'nope'"),
+        ({"dataset": 3}, "dataset must be a dataset name or a path, got 3"),
+        ({"limit": 0}, "limit must be an integer >= 1, got 0"),
+        ({"sample": -2}, "sample must be an integer >= 1, got -2"),
+        ({"sample": 2.5}, "sample must be an integer >= 1, got 2.5"),
+        ({"limit": 2, "sample": 3}, "pass limit or sample, not both (limit=2, sample=3)"),
+        ({"quick": "yes"}, "quick must be True or False, got 'yes'"),
+        ({"factor_set": "table1"}, "unknown factor_set 'table1'"),
+        ({"embedding_setting": "huge"}, "unknown embedding_setting 'huge'"),
+        ({"readings": {"colour": "blue"}}, "unknown reading 'colour'"),
+        ({"readings": "order=time"}, "readings must be a dict of reading names, got 'order=time'"),
+    ],
+)
+def test_a_data_spec_refuses_bad_fields_in_one_line(fields, message):
+    from memlib.studies import DataSpec
+
+    with pytest.raises(ParameterError) as err:
+        DataSpec(**{"dataset": "locomo", **fields})
+    assert message in str(err.value)
+
+
+def test_a_study_refuses_data_it_does_not_read():
+    from memlib.studies import STUDIES, DataSpec
+
+    with pytest.raises(ParameterError, match="the cues study reads no factor_set .*, got 'extended'"):
+        STUDIES["cues"].run.uncached(DataSpec("locomo", factor_set="extended"))
+    with pytest.raises(ParameterError, match="the transfer study reads no dataset"):
+        STUDIES["transfer"].run.uncached(DataSpec("locomo"))
+    with pytest.raises(ParameterError, match="the released study reads the released factor set at the reference"):
+        STUDIES["released"].run.uncached(STUDIES["released"].data_spec(embedding_setting="int8"))
+    with pytest.raises(ParameterError, match="the stream study reads no readings"):
+        STUDIES["stream"].run.uncached(DataSpec("locomo", readings={"order": "time"}))
+    with pytest.raises(ParameterError, match="factor_set 'both' names several sets; load one at a time"):
+        DataSpec("locomo", factor_set="both").load()
+    with pytest.raises(ParameterError, match="the synthetic study reads no data"):
+        STUDIES["synthetic"].data_spec(quick=True)
+
+
+def test_every_real_data_study_reads_one_data_spec_and_shows_it():
+    """The command line and the chapters build a study's data the same way, from its default."""
+    from memlib.studies import STUDIES, DataSpec
+
+    for name, study in STUDIES.items():
+        if name == "synthetic":
+            assert "data" not in study.parameters and "quick" in study.parameters
+            continue
+        assert study.parameters[0] == "data", name
+        assert not {"dataset", "quick", "limit", "sample", "factor_set", "embedding"} & set(study.parameters), name
+        assert isinstance(study.data_spec(), DataSpec)
+    assert STUDIES["oracle-blind"].data_spec(dataset="longmemeval_s").factor_set == "both"
+    assert STUDIES["paper"].data_spec().dataset == "longmemeval_s"
+    assert STUDIES["transfer"].data_spec(quick=True).dataset is None

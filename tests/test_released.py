@@ -226,13 +226,15 @@ def lme_file(tmp_path, monkeypatch):
 
 
 def test_the_ladder_ends_at_memlibs_reading_and_its_steps_add_up(lme_file):
+    from memlib.studies import DataSpec
     from memlib.studies.oracle_blind import oracle_vs_blind
     from memlib.studies.released import RUNGS, ladder
 
-    steps = ladder(lme_file, n_splits=3, quick=True, n_boot=50)
+    data = DataSpec(lme_file, quick=True)
+    steps = ladder(data, n_splits=3, n_boot=50)
     assert list(steps["rung"]) == [r[0] for r in RUNGS]
     assert steps["delta"].iloc[1:].sum() == pytest.approx(steps["learned_V"].iloc[-1] - steps["learned_V"].iloc[0])
-    memlib_table1 = oracle_vs_blind(lme_file, n_splits=3, quick=True, factor_set="paper", n_boot=50).summary
+    memlib_table1 = oracle_vs_blind(data, n_splits=3, n_boot=50).summary  # the paper set, as a DataSpec reads
     ours = memlib_table1.query("policy == 'learned_V' and regime == 'blind'")["mean"].iloc[0]
     assert steps["learned_V"].iloc[-1] == pytest.approx(ours, abs=1e-12)
     # each rung states every reading, and the last one reads Table 1 as memlib does
@@ -254,9 +256,11 @@ def test_the_causality_audit_names_what_reads_the_future():
 
 @pytest.mark.slow
 def test_the_released_study_runs_and_labels_the_authors_figures(lme_file):
+    from memlib.studies import STUDIES
     from memlib.studies.released import released_study
 
-    r = released_study(lme_file, n_splits=3, quick=True, n_boot=50, parts=("figure3", "mlp", "causal"))
+    data = STUDIES["released"].data_spec(dataset=lme_file, quick=True)  # the released set, 256 word pieces
+    r = released_study(data, n_splits=3, n_boot=50, parts=("figure3", "mlp", "causal"))
     assert set(r.table["regime"]) == {"blind", "oracle"}
     assert r.table["authors_mean"].isna().all()  # not the authors' dataset: no reference figure is shown
     assert sorted(r.figure3["keep_fraction"].unique()) == [0.1, 0.2, 0.3, 0.4, 0.5]

@@ -7,6 +7,7 @@ import pytest
 from fixtures import longmemeval_records, write_longmemeval
 from memlib import datasets as D
 from memlib.cases import CaseSet
+from memlib.studies import STUDIES
 from memlib.studies import reproduction as R
 
 
@@ -140,7 +141,7 @@ def test_the_reproduction_result_is_cached_whole(tmp_path, monkeypatch):
 
     monkeypatch.setenv("MEMLIB_CACHE_DIR", str(tmp_path / "cache"))
     path = write_longmemeval(tmp_path / "lme.json")
-    r = R.reproduce(str(path), keep_fraction=0.5, n_splits=2, quick=True)
+    r = R.reproduce(STUDIES["paper"].data_spec(dataset=str(path), quick=True), keep_fraction=0.5, n_splits=2)
     _cache.save(tmp_path / "r.npz", r)  # raises Uncacheable when a part does not read back equal
     back = _cache.load(tmp_path / "r.npz")
     assert _cache.same(r, back)

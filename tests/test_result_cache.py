@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from memlib.learning import LearnResult
-from memlib.studies import STUDIES, Study, _cache
+from memlib.studies import STUDIES, DataSpec, Study, _cache
 
 
 @dataclass
@@ -85,8 +85,8 @@ def counted(tmp_path, monkeypatch):
     monkeypatch.delenv("MEMLIB_RESULT_CACHE", raising=False)
     calls = []
 
-    def study(dataset, keep_fraction: float = 0.3, seed: int = 0, progress: bool = False):
-        calls.append((dataset, keep_fraction, seed))
+    def study(data, keep_fraction: float = 0.3, seed: int = 0, progress: bool = False):
+        calls.append((data, keep_fraction, seed))
         return Result(pd.DataFrame({"keep": [keep_fraction], "seed": [seed]}))
 
     data = tmp_path / "data.jsonl"
@@ -97,10 +97,21 @@ def counted(tmp_path, monkeypatch):
 def test_a_repeated_run_is_served_from_the_cache(counted):
     study, calls, data = counted
     first = study.run(str(data), keep_fraction=0.3)
-    again = study.run(dataset=str(data), progress=True)  # same parameters: defaults filled in, progress ignored
+    again = study.run(data=DataSpec(str(data)), progress=True)  # the same data and parameters, progress ignored
     assert len(calls) == 1 and _cache.same(first, again)
-    assert study.run_table(dataset=data).equals(first.table)  # a Path names the same file
+    assert study.run_table(data=DataSpec(data)).equals(first.table)  # a Path names the same file
     assert len(calls) == 1
+
+
+def test_data_that_resolve_alike_share_a_result(counted):
+    study, calls, data = counted
+    study.run(DataSpec(str(data), quick=True))
+    study.run(DataSpec(str(data), quick=True, sample=3))  # quick mode reads the first groups, whatever the sample
+    study.run(DataSpec(str(data), quick=True, limit=4))  # what quick mode reads anyway
+    assert len(calls) == 1
+    study.run(DataSpec(str(data), sample=3))
+    study.run(DataSpec(str(data), quick=True, limit=2))
+    assert len(calls) == 3
 
 
 def test_parameters_code_and_data_each_invalidate(counted, monkeypatch):

@@ -9,6 +9,7 @@ from memlib import factors as Fm
 from memlib.metrics import retrieval_metrics
 from memlib.store import POLICIES, MemoryStore, StoreError, ValuePolicy, make_policy
 from memlib.store import baselines as B
+from memlib.studies import DataSpec
 from memlib.studies import stream as S
 
 
@@ -187,7 +188,8 @@ def test_retrieval_metrics_follow_longmemeval():
 
 
 def test_stream_on_a_longmemeval_schema_file(tmp_path):
-    res = S.stream(str(write_longmemeval(tmp_path / "lme.json")), budgets=(0.5, 3), ks=(1, 5), quick=True)
+    data = DataSpec(str(write_longmemeval(tmp_path / "lme.json")), quick=True)
+    res = S.stream(data, budgets=(0.5, 3), ks=(1, 5))
     t = res.table
     assert set(t["policy"]) == set(S.STREAM_POLICIES)
     rag = t[t["policy"] == "rag_unbounded"]

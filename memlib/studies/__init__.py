@@ -15,8 +15,10 @@
 
 Each module separates pure functions over :class:`~memlib.cases.CaseSet` objects or
 arrays, unit-tested on planted data (e.g. :func:`~.mlp.mlp_ablation_on_cases`), from a
-thin loader that reads a dataset and calls them (:func:`~.mlp.mlp_ablation`).
-:mod:`~._common` holds what the real-data studies share.
+thin loader that reads its data and calls them (:func:`~.mlp.mlp_ablation`). What a
+real-data study reads is one :class:`~.data_spec.DataSpec` (dataset, quick mode, limit,
+sample, factor set, embedding setting), with its one quick rule and its one loader;
+:mod:`~._common` holds what the studies share beyond it.
 
 :data:`STUDIES` is the registry that the command line (``python -m memlib study``),
 the Makefile (``python -m memlib study --list``) and ``python -m memlib sweep`` read.
@@ -28,17 +30,22 @@ the Makefile (``python -m memlib study --list``) and ``python -m memlib sweep`` 
 >>> STUDIES["synthetic"].notebook
 '01_synthetic_confounds.md'
 >>> STUDIES["stream"].parameters[:3]
-('dataset', 'budgets', 'ks')
+('data', 'budgets', 'ks')
+>>> STUDIES["oracle-blind"].data_spec(dataset="longmemeval_s", quick=True).resolved()
+DataSpec(dataset='longmemeval_s', quick=True, limit=4, sample=None, factor_set='both', embedding_setting='fast',
+         readings=None, quick_limit=4)
 >>> STUDIES["synthetic"].run.uncached is synthetic.synthetic_confounds
 True
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from memlib._checks import ParameterError
 from memlib.studies import (
     _cache,
     cues,
@@ -54,7 +61,8 @@ from memlib.studies import (
     synthetic,
     transfer,
 )
-from memlib.studies._common import group_splits, load_regimes, side_by_side
+from memlib.studies._common import group_splits, side_by_side
+from memlib.studies.data_spec import QUICK_LIMIT, DataSpec
 
 
 @dataclass(frozen=True)
@@ -94,6 +102,17 @@ class Study:
     def parameters(self) -> tuple[str, ...]:
         """The keyword parameters :attr:`run` accepts."""
         return tuple(inspect.signature(self.run).parameters)
+
+    def data_spec(self, **fields) -> DataSpec:
+        """The data this study reads unless told (its ``data`` default), with ``fields`` changed.
+
+        What the command line and the chapters build from their parameters, so both run, and
+        cache, the same :class:`~.data_spec.DataSpec`.
+        """
+        param = inspect.signature(self.run).parameters.get("data")
+        if param is None:
+            raise ParameterError(f"the {self.name} study reads no data")
+        return dataclasses.replace(DataSpec.of(param.default), **fields)
 
     def run_table(self, **params):
         """Run the study with ``params`` and return its published table."""
@@ -170,10 +189,11 @@ __all__ = [
     "COMPARED",
     "COMPARE_DATASET",
     "MAIN_SAMPLE",
+    "QUICK_LIMIT",
     "STUDIES",
+    "DataSpec",
     "Study",
     "group_splits",
-    "load_regimes",
     "main_job",
     "side_by_side",
 ]

@@ -4,11 +4,15 @@ A result is stored under a key that hashes three things:
 
 * the **code version**: every ``memlib`` source file, and the versions of the
   libraries that compute (numpy, pandas, torch, ...);
-* the **data fingerprint**: for a ``dataset`` parameter, the file it resolves to
+* the **data fingerprint**: for each parameter that names a dataset (a
+  :class:`~.data_spec.DataSpec`, or a dataset name or path), the file it resolves to
   and the sha256 of its content (so a file copied again, with a new modification
   time, still hits; an edited one misses);
-* the **parameters**: every keyword the study takes, defaults filled in
-  (``progress`` is left out: it changes nothing but the terminal).
+* the **parameters**: every keyword the study takes, defaults filled in (``progress``
+  is left out: it changes nothing but the terminal). The ``data`` parameter counts as
+  the :class:`~.data_spec.DataSpec` it stands for (a dataset name as the study's
+  default spec on it) and as that spec resolves (:meth:`~.data_spec.DataSpec.resolved`),
+  so two calls that read the same data share a result.
 
 A change to any of them gives a new key, so a stale result is never served. A
 result is written atomically (as :func:`memlib.embeddings.atomic_savez`: a temporary
@@ -35,6 +39,7 @@ True
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import importlib
@@ -48,6 +53,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from memlib._checks import ParameterError
+from memlib.studies.data_spec import DataSpec
 
 #: Parameters that change nothing in a result.
 IGNORED_PARAMETERS = ("progress",)
@@ -96,7 +104,7 @@ def data_fingerprint(dataset) -> dict:
     """The file behind a ``dataset`` parameter: its resolved path and the sha256 of its content.
 
     The hash is computed once per process and file version
-    (:func:`memlib.datasets.file_sha256`). Raises :class:`Uncacheable` for a value that is neither a
+    (:func:`memlib.datasets.sha256_file`, ``cached=True``). Raises :class:`Uncacheable` for a value that is neither a
     dataset name nor a path.
     """
     from memlib import datasets
@@ -109,25 +117,42 @@ def data_fingerprint(dataset) -> dict:
         raise Uncacheable(f"dataset of type {type(dataset).__name__}")
     if not path.is_file():  # the study itself reports the missing file
         raise Uncacheable(f"no file at {path}")
-    return {"path": str(path.resolve()), "sha256": datasets.file_sha256(path)}
+    return {"path": str(path.resolve()), "sha256": datasets.sha256_file(path, cached=True)}
 
 
 def key(name: str, func, args: tuple, kwargs: dict) -> str:
     """The cache key of ``func(*args, **kwargs)`` run as study ``name``."""
+    from memlib import datasets
+
+    signature = inspect.signature(func)
     try:
-        bound = inspect.signature(func).bind(*args, **kwargs)
+        bound = signature.bind(*args, **kwargs)
     except TypeError as exc:  # the call itself reports a bad argument
         raise Uncacheable(str(exc)) from None
     bound.apply_defaults()
     params = {k: v for k, v in bound.arguments.items() if k not in IGNORED_PARAMETERS}
-    spec = {"study": name, "code": code_version(), "params": params}
-    if "dataset" in params:
+    if "data" in params and not isinstance(params["data"], DataSpec):
+        default = signature.parameters["data"].default
         try:
-            spec["data"] = data_fingerprint(params["dataset"])
+            params["data"] = DataSpec.of(params["data"], like=default if isinstance(default, DataSpec) else None)
+        except ParameterError as exc:  # the study reports it
+            raise Uncacheable(str(exc)) from None
+    spec = {"study": name, "code": code_version(), "params": params}
+    for k, v in params.items():
+        if isinstance(v, DataSpec):
+            dataset = v.dataset  # None for a study that reads datasets of its own
+        elif isinstance(v, str | os.PathLike) and (v in datasets.DATASETS or os.path.exists(v)):
+            dataset = v  # a dataset named directly (the cue study's ``transfer_from``)
+        else:
+            continue
+        if dataset is None:
+            continue
+        try:
+            spec.setdefault("data", {})[k] = data_fingerprint(dataset)
         except Uncacheable:
             raise
         except Exception as exc:  # a missing or unreadable file: the study reports it
-            raise Uncacheable(f"dataset {params['dataset']!r}: {exc}") from None
+            raise Uncacheable(f"dataset {dataset!r}: {exc}") from None
     try:
         text = json.dumps(spec, sort_keys=True, default=_plain)
     except TypeError as exc:
@@ -136,7 +161,9 @@ def key(name: str, func, args: tuple, kwargs: dict) -> str:
 
 
 def _plain(value):
-    """JSON for parameter values: paths as strings, numpy scalars and arrays as Python values."""
+    """JSON for parameter values: a DataSpec as it resolves, paths as strings, numpy values as Python ones."""
+    if isinstance(value, DataSpec):
+        return {"DataSpec": dataclasses.asdict(value.resolved())}
     if isinstance(value, os.PathLike):
         return os.fspath(value)
     if isinstance(value, np.generic | np.ndarray):
@@ -356,15 +383,10 @@ def same(a, b) -> bool:
     """Whether two results are equal in type and value (NaN equals NaN; floats bit for bit)."""
     if type(a) is not type(b):
         return False
-    if isinstance(a, pd.DataFrame):
+    if isinstance(a, pd.DataFrame | pd.Series):
+        check = pd.testing.assert_frame_equal if isinstance(a, pd.DataFrame) else pd.testing.assert_series_equal
         try:
-            pd.testing.assert_frame_equal(a, b, check_exact=True)
-        except AssertionError:
-            return False
-        return True
-    if isinstance(a, pd.Series):
-        try:
-            pd.testing.assert_series_equal(a, b, check_exact=True)
+            check(a, b, check_exact=True)
         except AssertionError:
             return False
         return True

@@ -1,5 +1,5 @@
-"""What the real-data studies share: loading both regimes, group-aware splits, the learner's
-settings, learning and scoring per split, and per-split summaries.
+"""What the real-data studies share: group-aware splits, the learner's settings, learning and
+scoring per split, and per-split summaries (what they read is a :class:`~.data_spec.DataSpec`).
 
 >>> import numpy as np
 >>> [(len(tr), len(te)) for tr, te in group_splits(np.repeat(["a", "b", "c", "d"], 2), n_splits=2)]
@@ -17,14 +17,14 @@ import pandas as pd
 
 from memlib import FACTORS
 from memlib._checks import ParameterError, check_choice, check_fraction, check_int
+from memlib.factors import REGIMES
 from memlib.learning import N_ITER, RELEASED_LEARNER, RESTARTS, hill_climb, hill_climb_released
 from memlib.metrics import CUTS, TIE_RULES, evaluator
-from memlib.scoring import POLICIES, REGIME_FREE, SINGLE_FACTOR, policy_scores
+from memlib.scoring import REGIME_FREE, SCORING_RULES, SINGLE_FACTOR, policy_scores
+from memlib.studies.data_spec import DataSpec
 
-#: Quick mode, the one rule every study follows (:func:`load_regimes`, :func:`split_plan`): the first
-#: ``QUICK_LIMIT`` conversations (or questions), whatever sample was asked for (shared by every real-data
-#: notebook, so the embedding cache built by one serves the others), and at most ``QUICK_SPLITS`` splits.
-QUICK_LIMIT = 4
+#: Quick mode takes at most ``QUICK_SPLITS`` splits (:func:`quick_splits`); what it reads is the data's
+#: rule, :meth:`memlib.studies.data_spec.DataSpec.resolved`.
 QUICK_SPLITS = 3
 #: Policies of Table 3, in the paper's order.
 REAL_POLICIES = (
@@ -37,8 +37,6 @@ REAL_POLICIES = (
     "recency_only",
     "random",
 )
-#: The two regimes of the goal anchor.
-REGIMES = ("blind", "oracle")
 #: The most resampled splits a study takes (each split learns weights: 20 is the default).
 MAX_SPLITS = 10_000
 
@@ -129,98 +127,16 @@ def learner_settings(quick: bool) -> dict:
     return dict(n_iter=100, restarts=1) if quick else dict(n_iter=N_ITER, restarts=RESTARTS)
 
 
-def load_regimes(
-    dataset,
-    quick: bool = False,
-    limit: int | None = None,
-    progress: bool = False,
-    *,
-    sample: int | None = None,
-    factor_set: str = "paper",
-    embedding: str = "fast",
-    readings: dict | None = None,
-):
-    """Load a dataset and its cached blind and oracle factor tables.
-
-    Parameters
-    ----------
-    dataset : str or path
-    quick : bool
-        Read the first :data:`QUICK_LIMIT` groups (or ``limit``), not ``sample``.
-    limit : int, optional
-        The first ``limit`` groups (conversations or questions).
-    sample : int, optional
-        A seeded random sample of ``sample`` groups (:meth:`memlib.datasets.Dataset.sample`).
-    factor_set : {'paper', 'extended', 'released'}
-        :data:`memlib.factors.ALL_FACTOR_SETS`.
-    embedding : {'fast', 'reference', 'int8'}
-        :data:`memlib.embeddings.SETTINGS`; the studies run ``fast`` (128 word pieces) unless told.
-    readings : dict, optional
-        Readings that override the factor set's (:data:`memlib.factors.READINGS`).
-
-    Returns ``(ds, {"blind": Annotation, "oracle": Annotation})``.
-    """
-    from memlib import datasets, factors
-
-    ds = scope(datasets.load(dataset), quick, limit, sample)
-    anns = {
-        r: factors.annotate(ds, r, factor_set=factor_set, embedding=embedding, readings=readings, progress=progress)
-        for r in REGIMES
-    }
-    require_cases(ds.name, anns["blind"].cases)
-    if not np.array_equal(anns["blind"].cases.case_ids, anns["oracle"].cases.case_ids):
-        raise RuntimeError("blind and oracle annotations disagree on the cases")
-    return ds, anns
-
-
-def scope(ds, quick: bool = False, limit: int | None = None, sample: int | None = None):
-    """The part of ``ds`` a study reads: the first ``limit`` groups, or a seeded ``sample`` of them; in quick
-    mode the first :data:`QUICK_LIMIT` (or ``limit``), whatever the sample. The one data rule of the studies."""
-    if quick:
-        limit, sample = limit or QUICK_LIMIT, None
-    if limit is not None:
-        ds = ds.limit(check_int("limit", limit, minimum=1))
-    if sample is not None:
-        ds = ds.sample(check_int("sample", sample, minimum=1))
-    return ds
-
-
-def require_cases(dataset_name: str, cases) -> None:
-    """Refuse an annotation with no usable case, in one line naming the dataset.
-
-    Every study needs at least one question with a gold turn in its history;
-    without one, pandas and numpy would fail later with errors that name neither.
-    """
-    if cases.n_cases == 0:
-        raise ParameterError(f"{dataset_name}: no usable question (none has a gold turn in its history)")
-
-
-def load_regime(dataset, regime: str, quick: bool = False, limit: int | None = None, progress: bool = False, **data):
-    """Load a dataset and the cases of one regime: ``(ds, CaseSet)`` (``data`` as in :func:`load_regimes`)."""
-    check_choice("regime", regime, REGIMES)
-    ds, anns = load_regimes(dataset, quick=quick, limit=limit, progress=progress, **data)
-    return ds, anns[regime].cases
-
-
-def on_regime(
-    study_on_cases,
-    dataset,
-    regime: str,
-    keep_fraction: float,
-    n_splits: int,
-    seed: int,
-    quick: bool,
-    limit: int | None,
-    progress: bool,
-    **data,
-):
-    """Load one regime of a dataset and run ``study_on_cases(cases, keep_fraction, n_splits, seed, quick, regime,
-    progress)`` on its cases; the result's ``info`` starts with the dataset's counts (``data`` as in
-    :func:`load_regimes`)."""
+def on_regime(study_on_cases, data, regime: str, keep_fraction: float, n_splits: int, seed: int, progress: bool):
+    """Load one regime of ``data`` (a :class:`~.data_spec.DataSpec` or a dataset name) and run
+    ``study_on_cases(cases, keep_fraction, n_splits, seed, quick, regime, progress)`` on its cases; the
+    result's ``info`` starts with the dataset's counts and the data that ran (:meth:`~.data_spec.DataSpec.info`)."""
     keep_fraction = check_fraction("keep_fraction", keep_fraction)
-    ds, cases = load_regime(dataset, regime, quick=quick, limit=limit, progress=progress, **data)
-    result = study_on_cases(cases, keep_fraction, n_splits, seed, quick, regime, progress)
-    result.info = {**ds.stats(), **data, **result.info}
+    check_choice("regime", regime, REGIMES)
+    data = DataSpec.of(data)
+    ds, anns = data.load(progress, regimes=(regime,))
+    result = study_on_cases(anns[regime].cases, keep_fraction, n_splits, seed, data.quick, regime, progress)
+    result.info = {**ds.stats(), **data.info(), **result.info}
     return result
 
 
@@ -378,7 +294,7 @@ def evaluate_splits(
     keep_fraction = check_fraction("keep_fraction", keep_fraction)
     seed = check_int("seed", seed, minimum=0)
     for p in policies:
-        check_choice("policy", p, POLICIES)
+        check_choice("policy", p, SCORING_RULES)
     proto = get_protocol(protocol)
     first = next(iter(regimes.values()))
     splits, learn_seeds = split_plan(first.groups, n_splits, seed, first.keys, quick)

@@ -16,10 +16,12 @@ import numpy as np
 from memlib._checks import ParameterError, check_choice
 from memlib.cases import CaseSet
 from memlib.cues import POSITION_GROUP, CueTable, compute_cues
-from memlib.studies._common import require_cases, scope
+from memlib.studies.data_spec import LOCOMO, DataSpec
 
 #: The cue models: every cue, and every cue but the position group.
 CUE_MODELS = ("cues", "cues_no_position", "cues_user")
+#: What the cue study reads of its data (:meth:`~.data_spec.DataSpec.reads`): the cues are over the paper set.
+READS = ("dataset", "quick", "limit", "sample", "embedding_setting")
 
 
 @dataclass
@@ -67,28 +69,20 @@ class CueData:
         return cs, CueData(self.name, cs, self.raw.subset(used), self.calibrated.subset(used), self.info)
 
 
-def load_cue_data(
-    dataset="locomo",
-    quick: bool = False,
-    limit: int | None = None,
-    sample: int | None = None,
-    embedding: str = "fast",
-    progress: bool = False,
-) -> CueData:
-    """Load a dataset, its cached blind (paper) annotation and its cues."""
+def load_cue_data(data: DataSpec | str = LOCOMO, progress: bool = False) -> CueData:
+    """Load the blind (paper) annotation of ``data`` and its cues."""
     import time
 
-    from memlib import datasets, factors
-
     t0 = time.perf_counter()
-    ds = scope(datasets.load(dataset), quick, limit, sample)
-    ann = factors.annotate(ds, "blind", factor_set="paper", embedding=embedding, progress=progress)
-    require_cases(ds.name, ann.cases)
+    data = DataSpec.of(data).reads("cues", *READS)
+    ds, anns = data.load(progress, regimes=("blind",))
+    ann = anns["blind"]
+    embedding = data.embedding_setting
     t1 = time.perf_counter()
     raw = compute_cues(ds, ann, embedding=embedding, progress=progress)
     t2 = time.perf_counter()
-    data = CueData(ds.name, ann.cases, raw)
-    data.info = {
+    out = CueData(ds.name, ann.cases, raw)
+    out.info = {
         **ds.stats(),
         "usable_cases_used": int(ann.cases.n_cases),
         "histories": int(ann.cases.n_haystacks),
@@ -99,7 +93,7 @@ def load_cue_data(
         "cue_seconds": raw.seconds,
         "embedding": embedding,
     }
-    return data
+    return out
 
 
-__all__ = ["CUE_MODELS", "CueData", "load_cue_data"]
+__all__ = ["CUE_MODELS", "READS", "CueData", "load_cue_data"]

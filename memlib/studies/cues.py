@@ -12,7 +12,7 @@ fits one value model (:func:`fit_cue_model`, the paper's value :func:`paper_weig
 on planted data: :func:`evaluate` (every learner on the same splits), :func:`ablation`,
 :func:`weight_table`, :func:`transfer`, :func:`keep_fraction_curve`. This module reads their
 results (:func:`headline`, :func:`learner_table`, :func:`read_weights`...) and runs them all:
-:func:`cue_study` loads a dataset and calls :func:`cue_study_on_data`. It re-exports the names
+:func:`cue_study` loads its data and calls :func:`cue_study_on_data`. It re-exports the names
 of the three.
 
 Every model is fit on the training cases of a split and scored on its test cases.
@@ -49,7 +49,7 @@ from memlib.studies.cue_analyses import (
     transfer_share,
     weight_table,
 )
-from memlib.studies.cue_data import CUE_MODELS, CueData, load_cue_data
+from memlib.studies.cue_data import CUE_MODELS, READS, CueData, load_cue_data
 from memlib.studies.cue_learners import (
     LEARNERS,
     LINEAR_LEARNERS,
@@ -62,6 +62,7 @@ from memlib.studies.cue_learners import (
     single_thread,
 )
 from memlib.studies.cue_learners import _table_of as _table_of  # re-exported: memlib.studies.transfer reads it
+from memlib.studies.data_spec import LOCOMO, DataSpec
 
 #: At most this many groups: also run leave-one-group-out (LoCoMo: 10 conversations).
 LOGO_MAX_GROUPS = 30
@@ -191,17 +192,9 @@ class CueStudyResult:
 
 
 def cue_study_on_data(
-    data: CueData,
-    keep_fraction: float = 0.3,
-    n_splits: int = 10,
-    seed: int = 0,
-    quick: bool = False,
-    source: CueData | None = None,
-    n_boot: int = 1000,
-    weight_boot: int = 50,
-    progress: bool = False,
+    data, keep_fraction=0.3, n_splits=10, seed=0, quick=False, source=None, n_boot=1000, weight_boot=50, progress=False
 ) -> CueStudyResult:
-    """The whole cue study on loaded data (``source``: another dataset to transfer from)."""
+    """The whole cue study on loaded :class:`CueData` (``source``: another one to transfer from)."""
     import time
 
     keep_fraction = check_fraction("keep_fraction", keep_fraction)
@@ -268,7 +261,8 @@ def cue_study_on_data(
 
 def _gaps(per_case, summary, n_boot, seed) -> pd.DataFrame:
     """Paired gaps on the grouped splits: best linear cue value minus the best non-linear one and the
-    paper's value; every model with position cues minus without."""
+    paper's value; every model with position cues minus without. ``gap`` names the kind of each row
+    (``linear_vs_nonlinear``, ``linear_vs_paper``, ``position_cues``); ``comparison`` says what it compares."""
     g = summary[summary["evaluation"] == "grouped"]
     lin = g[g["learner"].isin(LINEAR_LEARNERS) & (g["model"] == "cues")].sort_values("mean").iloc[-1]
     non = g[g["learner"].isin(NONLINEAR_LEARNERS) & (g["model"] == "cues")].sort_values("mean").iloc[-1]
@@ -281,8 +275,13 @@ def _gaps(per_case, summary, n_boot, seed) -> pd.DataFrame:
         return f"{r['model']}/{r['learner']}/{'calibrated' if r['calibrated'] else 'raw'}"
 
     rows = [
-        {"comparison": f"{name(lin)} - {name(non)}", **paired_gap(per_case, sel(lin), sel(non), n_boot, seed)},
         {
+            "gap": "linear_vs_nonlinear",
+            "comparison": f"{name(lin)} - {name(non)}",
+            **paired_gap(per_case, sel(lin), sel(non), n_boot, seed),
+        },
+        {
+            "gap": "linear_vs_paper",
             "comparison": f"{name(lin)} - {PAPER_MODEL}",
             **paired_gap(per_case, sel(lin), {**base, "model": PAPER_MODEL}, n_boot, seed),
         },
@@ -293,6 +292,7 @@ def _gaps(per_case, summary, n_boot, seed) -> pd.DataFrame:
             b = {**a, "model": "cues_no_position"}
             rows.append(
                 {
+                    "gap": "position_cues",
                     "comparison": f"position cues: {learner}/{'calibrated' if cal else 'raw'}",
                     **paired_gap(per_case, a, b, n_boot, seed),
                 }
@@ -301,33 +301,31 @@ def _gaps(per_case, summary, n_boot, seed) -> pd.DataFrame:
 
 
 def cue_study(
-    dataset="locomo",
+    data: DataSpec | str = LOCOMO,
     keep_fraction: float = 0.3,
     n_splits: int = 10,
     seed: int = 0,
-    quick: bool = False,
-    limit: int | None = None,
-    sample: int | None = None,
-    embedding: str = "fast",
-    transfer_from: str | None = None,
-    transfer_sample: int | None = None,
+    transfer_from: DataSpec | str | None = None,
     progress: bool = False,
 ) -> CueStudyResult:
-    """The cue study on a dataset (see the module docstring); ``transfer_from`` names a dataset to
-    learn on and test here (``transfer_sample``: a seeded sample of its groups)."""
-    data = load_cue_data(dataset, quick=quick, limit=limit, sample=sample, embedding=embedding, progress=progress)
+    """The cue study on ``data`` (see the module docstring); ``transfer_from`` is data to learn on
+    and test here (a dataset name reads it as ``data`` reads its own: quick mode, embedding)."""
+    data = DataSpec.of(data).reads("cues", *READS)
+    here = load_cue_data(data, progress=progress)
     source = None
     if transfer_from is not None:
-        source = load_cue_data(transfer_from, sample=transfer_sample, embedding=embedding, progress=progress)
+        like = DataSpec(quick=data.quick, embedding_setting=data.embedding_setting)
+        spec = DataSpec.of(transfer_from, like=like)
+        source = load_cue_data(spec, progress=progress)
     return cue_study_on_data(
-        data,
+        here,
         keep_fraction,
-        quick_splits(n_splits, quick),
+        quick_splits(n_splits, data.quick),
         seed,
-        quick,
+        data.quick,
         source,
-        n_boot=200 if quick else 1000,
-        weight_boot=5 if quick else 50,
+        n_boot=200 if data.quick else 1000,
+        weight_boot=5 if data.quick else 50,
         progress=progress,
     )
 

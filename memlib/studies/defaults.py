@@ -35,6 +35,7 @@ numbers it stores are those of the cross-fitted choice.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time as _time
@@ -50,7 +51,8 @@ from memlib.cues import STORE_CUES
 from memlib.forgetting import drop_to_budget, forget_score
 from memlib.learning import fit_cue_value, hill_climb, retention_mass
 from memlib.metrics import RetentionEvaluator, keep_count
-from memlib.studies._common import learner_settings, require_cases, scope
+from memlib.studies._common import learner_settings
+from memlib.studies.data_spec import EACH, DataSpec
 from memlib.studies.stream import two_folds
 
 #: Datasets the defaults are measured on (two kinds of conversation: person-person and user-assistant).
@@ -66,6 +68,8 @@ MOOD_WEIGHTS = (0.0, 0.05, 0.1)
 PAPER = ("paper_factors", "eq3", 1.0)
 #: Recall is scored at this k when choosing the retrieval mix.
 K = 10
+#: What the study reads of each dataset's data (:meth:`~.data_spec.DataSpec.reads`).
+READS = ("dataset", "quick", "limit", "sample", "embedding_setting")
 
 
 def forget_scores(v, v_bar, age, rule: str, beta: float = 1.0) -> np.ndarray:
@@ -152,18 +156,18 @@ class History:
         )
 
 
-def load_history(dataset: str, quick: bool = False, sample: int | None = None, embedding: str = "fast", progress=False):
-    """A dataset's blind (paper) annotation, store cues, sessions, embeddings and valences."""
-    from memlib import datasets, factors
+def load_history(data: DataSpec | str, progress: bool = False) -> History:
+    """The blind (paper) annotation of ``data``, its store cues, sessions, embeddings and valences."""
     from memlib.cues import compute_cues
-    from memlib.embeddings import embed
+    from memlib.embeddings import embed_cached
     from memlib.factors import emotion_features
 
-    if sample is not None:
-        check_int("sample", sample, minimum=2)  # a smaller dataset is used whole
-    ds = scope(datasets.load(dataset), quick, sample=sample)
-    ann = factors.annotate(ds, "blind", factor_set="paper", embedding=embedding, progress=progress)
-    require_cases(ds.name, ann.cases)
+    data = DataSpec.of(data).reads("defaults", *READS)
+    if data.sample is not None:
+        check_int("sample", data.sample, minimum=2)  # a smaller dataset is used whole
+    ds, anns = data.load(progress, regimes=("blind",))
+    ann = anns["blind"]
+    embedding = data.embedding_setting
     raw = compute_cues(ds, ann, embedding=embedding, progress=progress).select(STORE_CUES)
     rows = ann.turn_rows
     valid = rows >= 0
@@ -172,7 +176,7 @@ def load_history(dataset: str, quick: bool = False, sample: int | None = None, e
     text_ids = ds.turns["text_id"].to_numpy()
     used = np.unique(text_ids[rr[valid]])
     E = np.zeros((len(ds.texts), 384), np.float32)
-    E[used] = embed([ds.texts[i] for i in used], embedding, progress=progress)
+    E[used] = embed_cached([ds.texts[i] for i in used], embedding, progress=progress)
     val = np.zeros(len(ds.texts))
     val[used] = emotion_features([ds.texts[i] for i in used])[:, 0]
     usable = ds.usable()
@@ -185,7 +189,7 @@ def load_history(dataset: str, quick: bool = False, sample: int | None = None, e
         np.where(valid, text_ids[rr], 0),
         E,
         val,
-        np.asarray(embed(qs, embedding, progress=progress), np.float32),
+        np.asarray(embed_cached(qs, embedding, progress=progress), np.float32),
         emotion_features(qs)[:, 0],
     )
 
@@ -459,25 +463,20 @@ def defaults_study_on(
 
 
 def defaults_study(
-    datasets: str = ",".join(DATASETS),
-    keep_fraction: float = 0.3,
-    seed: int = 0,
-    quick: bool = False,
-    sample: int | None = None,
-    embedding: str = "fast",
-    progress: bool = False,
+    data: DataSpec = EACH, datasets: str = ",".join(DATASETS), keep_fraction=0.3, seed=0, progress=False
 ) -> DefaultsResult:
     """Measure the store's defaults on held-out histories (see the module docstring).
 
-    ``datasets`` is a comma-separated list of dataset names; ``sample`` takes a seeded
-    sample of the conversations or questions of each (a dataset with fewer is used whole);
-    ``quick`` the first three of each.
+    ``datasets`` is a comma-separated list of dataset names; ``data`` says what to read of each
+    (it names no dataset): ``sample`` takes a seeded sample of the conversations or questions of
+    each (a dataset with fewer is used whole), ``quick`` the first few (:meth:`~.data_spec.DataSpec.resolved`).
     """
+    data = DataSpec.of(data).reads("defaults", *READS[1:])
     names = [d.strip() for d in str(datasets).split(",") if d.strip()]
     if not names:
         raise ParameterError("datasets must name at least one dataset")
-    hs = [load_history(d, quick=quick, sample=sample, embedding=embedding, progress=progress) for d in names]
-    return defaults_study_on(hs, keep_fraction, seed, quick)
+    hs = [load_history(dataclasses.replace(data, dataset=d), progress) for d in names]
+    return defaults_study_on(hs, keep_fraction, seed, data.quick)
 
 
 def choose_defaults(
@@ -485,8 +484,7 @@ def choose_defaults(
     keep_fraction: float = 0.3,
     seed: int = 0,
     measured: DefaultsResult | None = None,
-    sample: int | None = None,
-    quick: bool = False,
+    data: DataSpec = EACH,
 ) -> dict:
     """The defaults file's content: the choice made on *all* histories, and the held-out numbers.
 
@@ -494,6 +492,7 @@ def choose_defaults(
     ship and a :class:`~memlib._checks.ParameterError` says so (the store would then need the
     paper's weights as its default, a decision for a person, not for this function).
     """
+    data = data.resolved()  # what the histories were read with (``hs`` are loaded already)
     fo, re_, choice, values, _ = evaluate_fold(hs, hs, keep_fraction, seed, quick=False)
     model = choice["value_model"]
     if model not in ("cues", "cues_user"):
@@ -508,8 +507,8 @@ def choose_defaults(
         "made_at": _time.strftime("%Y-%m-%d"),
         "datasets": [h.name for h in hs],
         "histories": {h.name: int(h.cases.n_haystacks) for h in hs},
-        "sample": sample,  # the histories it was run on: a seeded sample of each dataset, or all (None)
-        "quick": bool(quick),
+        "sample": data.sample,  # the histories it was run on: a seeded sample of each dataset, or all (None)
+        "quick": data.quick,
         "keep_fraction": keep_fraction,
         "policy": {
             "keep_top_value": rule == "value",

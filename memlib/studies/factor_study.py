@@ -3,7 +3,7 @@
 :func:`goal_relevance_by_gold` is the chapter's table, a pure function of the
 blind and oracle :class:`~memlib.cases.CaseSet`; :func:`turn_factors` and
 :func:`factor_correlations` give its distributions and correlations;
-:func:`factor_overview` loads a dataset and computes all three.
+:func:`factor_overview` loads its data and computes all three.
 
 >>> import numpy as np
 >>> from memlib.cases import CaseSet
@@ -25,7 +25,7 @@ import pandas as pd
 
 from memlib import FACTORS
 from memlib.cases import CaseSet
-from memlib.studies._common import load_regimes
+from memlib.studies.data_spec import LOCOMO, DataSpec
 
 
 def turn_factors(ds, ann) -> pd.DataFrame:
@@ -112,19 +112,9 @@ class FactorOverview:
     info: dict = field(default_factory=dict)
 
 
-def factor_overview(
-    dataset="locomo",
-    quick: bool = False,
-    limit: int | None = None,
-    progress: bool = False,
-    sample: int | None = None,
-    factor_set: str = "paper",
-    embedding: str = "fast",
-) -> FactorOverview:
-    """Annotate a dataset in both regimes and describe its factors (chapter 02's tables)."""
-    ds, anns = load_regimes(
-        dataset, quick=quick, limit=limit, progress=progress, sample=sample, factor_set=factor_set, embedding=embedding
-    )
+def factor_overview(data: DataSpec | str = LOCOMO, progress: bool = False) -> FactorOverview:
+    """Annotate ``data`` in both regimes and describe its factors (chapter 02's tables)."""
+    ds, anns = DataSpec.of(data).load(progress)
     blind = anns["blind"]
     turns = turn_factors(ds, blind)
     live = [f for f in FACTORS if f not in blind.inert]

@@ -2,7 +2,8 @@
 
 :func:`mlp_ablation_on_cases` fits both on the training cases of each split of
 one :class:`~memlib.cases.CaseSet` and scores them on its test cases;
-:func:`mlp_ablation` loads a dataset's regime and calls it.
+:func:`mlp_ablation` loads a regime of its data and calls it; :func:`difference_interval` reads
+the paired difference.
 """
 
 from __future__ import annotations
@@ -16,19 +17,11 @@ from memlib.learning import fit_mlp, hill_climb
 from memlib.metrics import RetentionEvaluator
 from memlib.scoring import policy_scores
 from memlib.studies._common import RealDataResult, learner_settings, on_regime, split_plan, summarise
+from memlib.studies.data_spec import LOCOMO, DataSpec
 
 
 def mlp_ablation_on_cases(
-    cases: CaseSet,
-    keep_fraction: float = 0.3,
-    n_splits: int = 20,
-    seed: int = 0,
-    quick: bool = False,
-    regime: str = "blind",
-    progress: bool = False,
-    sample: int | None = None,
-    factor_set: str = "paper",
-    embedding: str = "fast",
+    cases: CaseSet, keep_fraction=0.3, n_splits=20, seed=0, quick=False, regime="blind", progress=False
 ) -> RealDataResult:
     """An MLP ``[16, 16]`` and the linear value, fit and scored on the same group-aware splits of ``cases``.
 
@@ -73,30 +66,35 @@ def mlp_ablation_on_cases(
 
 
 def mlp_ablation(
-    dataset="locomo",
-    keep_fraction: float = 0.3,
-    n_splits: int = 20,
-    seed: int = 0,
-    quick: bool = False,
-    limit: int | None = None,
-    regime: str = "blind",
-    progress: bool = False,
-    sample: int | None = None,
-    factor_set: str = "paper",
-    embedding: str = "fast",
+    data: DataSpec | str = LOCOMO, keep_fraction=0.3, n_splits=20, seed=0, regime="blind", progress=False
 ) -> RealDataResult:
-    """The MLP ablation on one regime of a dataset (see :func:`mlp_ablation_on_cases`)."""
-    return on_regime(
-        mlp_ablation_on_cases,
-        dataset,
-        regime,
-        keep_fraction,
-        n_splits,
-        seed,
-        quick,
-        limit,
-        progress,
-        sample=sample,
-        factor_set=factor_set,
-        embedding=embedding,
-    )
+    """The MLP ablation on one regime of ``data`` (see :func:`mlp_ablation_on_cases`)."""
+    return on_regime(mlp_ablation_on_cases, data, regime, keep_fraction, n_splits, seed, progress)
+
+
+#: How :func:`difference_interval` reads an interval of the mean paired difference (MLP minus linear).
+VERDICTS = ("tie", "mlp_ahead", "linear_ahead")
+
+
+def difference_interval(per_split: pd.DataFrame, z: float = 1.96) -> pd.DataFrame:
+    """The mean paired difference (MLP minus linear) over splits, its interval and what it says, per regime.
+
+    The interval is the normal approximation over splits, ``mean +- z * std / sqrt(n)`` (95% for
+    ``z = 1.96``); ``verdict`` is ``tie`` when it holds zero, else ``mlp_ahead`` or ``linear_ahead``
+    (:data:`VERDICTS`). Returns ``regime, mean, ci_low, ci_high, n_splits, verdict``.
+
+    >>> ps = pd.DataFrame({"policy": "mlp_minus_linear", "regime": "blind", "retention": [0.1, 0.2, 0.3]})
+    >>> difference_interval(ps).round(3).to_dict("records")
+    [{'regime': 'blind', 'mean': 0.2, 'ci_low': 0.087, 'ci_high': 0.313, 'n_splits': 3, 'verdict': 'mlp_ahead'}]
+    """
+    rows = []
+    diffs = per_split[per_split["policy"] == "mlp_minus_linear"]
+    for regime, d in diffs.groupby("regime", sort=False)["retention"]:
+        x = d.to_numpy(dtype=float)
+        half = z * x.std(ddof=1) / np.sqrt(len(x))
+        lo, hi = x.mean() - half, x.mean() + half
+        verdict = "tie" if lo <= 0 <= hi else ("mlp_ahead" if lo > 0 else "linear_ahead")
+        rows.append(
+            {"regime": regime, "mean": x.mean(), "ci_low": lo, "ci_high": hi, "n_splits": len(x), "verdict": verdict}
+        )
+    return pd.DataFrame(rows)

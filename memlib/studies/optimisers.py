@@ -3,7 +3,7 @@
 :func:`optimiser_comparison_on_cases` gives both optimisers the same training
 cases and the same number of objective evaluations on each group-aware split of
 one :class:`~memlib.cases.CaseSet`; :func:`optimiser_comparison` loads a
-dataset's regime and calls it.
+regime of its data and calls it.
 """
 
 from __future__ import annotations
@@ -17,19 +17,11 @@ from memlib.cases import CaseSet
 from memlib.learning import cma_es, hill_climb
 from memlib.metrics import RetentionEvaluator
 from memlib.studies._common import RealDataResult, learner_settings, on_regime, split_plan
+from memlib.studies.data_spec import LOCOMO, DataSpec
 
 
 def optimiser_comparison_on_cases(
-    cases: CaseSet,
-    keep_fraction: float = 0.3,
-    n_splits: int = 20,
-    seed: int = 0,
-    quick: bool = False,
-    regime: str = "blind",
-    progress: bool = False,
-    sample: int | None = None,
-    factor_set: str = "paper",
-    embedding: str = "fast",
+    cases: CaseSet, keep_fraction=0.3, n_splits=20, seed=0, quick=False, regime="blind", progress=False
 ) -> RealDataResult:
     """Hill-climb and CMA-ES on the same splits of ``cases``, with the same evaluation budget.
 
@@ -77,7 +69,7 @@ def optimiser_comparison_on_cases(
             "optimiser": list(g.groups),
             "train_mean": g["train_retention"].mean().to_numpy(),
             "mean": g["retention"].mean().to_numpy(),
-            "std": g["retention"].std(ddof=1).to_numpy() if n_splits > 1 else 0.0,
+            "std": g["retention"].std(ddof=1).to_numpy(),
             "evaluations": g["evaluations"].mean().to_numpy(),
         }
     )
@@ -104,30 +96,7 @@ def optimiser_comparison_on_cases(
 
 
 def optimiser_comparison(
-    dataset="locomo",
-    keep_fraction: float = 0.3,
-    n_splits: int = 20,
-    seed: int = 0,
-    quick: bool = False,
-    limit: int | None = None,
-    regime: str = "blind",
-    progress: bool = False,
-    sample: int | None = None,
-    factor_set: str = "paper",
-    embedding: str = "fast",
+    data: DataSpec | str = LOCOMO, keep_fraction=0.3, n_splits=20, seed=0, regime="blind", progress=False
 ) -> RealDataResult:
-    """The optimiser comparison on one regime of a dataset (see :func:`optimiser_comparison_on_cases`)."""
-    return on_regime(
-        optimiser_comparison_on_cases,
-        dataset,
-        regime,
-        keep_fraction,
-        n_splits,
-        seed,
-        quick,
-        limit,
-        progress,
-        sample=sample,
-        factor_set=factor_set,
-        embedding=embedding,
-    )
+    """The optimiser comparison on one regime of ``data`` (see :func:`optimiser_comparison_on_cases`)."""
+    return on_regime(optimiser_comparison_on_cases, data, regime, keep_fraction, n_splits, seed, progress)

@@ -2,7 +2,7 @@
 
 :func:`oracle_vs_blind_on_cases` learns and scores every policy in both regimes
 over resampled group-aware splits of the same cases; :func:`oracle_vs_blind`
-loads a dataset's blind and oracle annotations and calls it. Its ``summary``
+loads the blind and oracle annotations of its data and calls it. Its ``summary``
 carries the mean learned weights of each regime on the ``learned_V`` rows
 (columns ``w_<factor>``), which :func:`memlib.learned_weights` reads.
 
@@ -15,20 +15,22 @@ carries the mean learned weights of each regime on the ``learned_V`` rows
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
 from memlib import FACTORS
-from memlib._checks import check_choice, check_fraction, check_int
+from memlib._checks import check_fraction, check_int
 from memlib.metrics import expected_random_retention, paired_bootstrap
 from memlib.studies._common import (
     REAL_POLICIES,
     RealDataResult,
     evaluate_splits,
     get_protocol,
-    load_regimes,
     summarise,
 )
+from memlib.studies.data_spec import DataSpec
 
 
 def bootstrap_gaps(
@@ -88,14 +90,7 @@ def with_mean_weights(summary: pd.DataFrame, weights: pd.DataFrame) -> pd.DataFr
 
 
 def oracle_vs_blind_on_cases(
-    regimes: dict,
-    keep_fraction: float = 0.3,
-    n_splits: int = 20,
-    seed: int = 0,
-    quick: bool = False,
-    n_boot: int = 1000,
-    progress: bool = False,
-    protocol="memlib",
+    regimes: dict, keep_fraction=0.3, n_splits=20, seed=0, quick=False, n_boot=1000, progress=False, protocol="memlib"
 ) -> RealDataResult:
     """Every Table 3 policy in each regime of ``regimes`` (``{"blind": CaseSet, "oracle": CaseSet}``).
 
@@ -119,62 +114,38 @@ def oracle_vs_blind_on_cases(
     return RealDataResult(summary, per_split, per_case, weights, boot, info)
 
 
+#: The data Table 3 reads unless told: LoCoMo in the paper and extended factor sets.
+DATA = DataSpec("locomo", factor_set="both")
+
+
 def oracle_vs_blind(
-    dataset="locomo",
-    keep_fraction: float = 0.3,
-    n_splits: int = 20,
-    seed: int = 0,
-    quick: bool = False,
-    limit: int | None = None,
-    n_boot: int = 1000,
-    progress: bool = False,
-    sample: int | None = None,
-    factor_set: str = "both",
-    embedding: str = "fast",
-    protocol: str | None = None,
-    readings: dict | None = None,
+    data: DataSpec | str = DATA, keep_fraction=0.3, n_splits=20, seed=0, n_boot=1000, protocol=None, progress=False
 ) -> RealDataResult:
     """Table 3 / Figure 2: every policy in both regimes over resampled group-aware 50/50 splits.
 
-    ``factor_set`` is ``paper`` (Table 1 as stated), ``extended`` (our
-    reliability cues), ``released`` (the authors' released experiment) or
-    ``both`` (the default: paper and extended on the same splits, told apart by
-    a ``factor_set`` column in every table) or ``all`` (the three). ``sample``, ``embedding`` and
-    ``readings`` choose the data (see :func:`~._common.load_regimes`).
-    ``protocol`` (:data:`~._common.PROTOCOLS`) defaults to ``released`` for the
-    released factor set and to ``memlib`` otherwise.
+    ``data`` (a :class:`~.data_spec.DataSpec`, or a dataset name for :data:`DATA` on it) chooses
+    the dataset, its part, the embedding, the readings and the factor set: ``paper`` (Table 1 as
+    stated), ``extended`` (our reliability cues), ``released`` (the authors' released experiment),
+    ``both`` (the default: paper and extended on the same splits, told apart by a ``factor_set``
+    column in every table) or ``all`` (the three). ``protocol`` (:data:`~._common.PROTOCOLS`)
+    defaults to ``released`` for the released factor set and to ``memlib`` otherwise.
     """
-    from memlib.factors import ALL_FACTOR_SETS, FACTOR_SETS
-
     keep_fraction = check_fraction("keep_fraction", keep_fraction)
     n_splits = check_int("n_splits", n_splits, minimum=2)
-    if factor_set == "both":
-        sets = FACTOR_SETS
-    elif factor_set == "all":
-        sets = ALL_FACTOR_SETS
-    else:
-        sets = (check_choice("factor_set", factor_set, (*ALL_FACTOR_SETS, "both", "all")),)
+    data = DataSpec.of(data, like=DATA)
     parts = []
-    for fs in sets:
-        proto = get_protocol(protocol if protocol is not None else ("released" if fs == "released" else "memlib"))
-        ds, anns = load_regimes(
-            dataset,
-            quick=quick,
-            limit=limit,
-            progress=progress,
-            sample=sample,
-            factor_set=fs,
-            embedding=embedding,
-            readings=readings,
-        )
+    for fs in data.factor_sets:
+        label = protocol if isinstance(protocol, str) else ("released" if fs == "released" else "memlib")
+        proto = get_protocol(protocol if protocol is not None else label)
+        ds, anns = dataclasses.replace(data, factor_set=fs).load(progress)
         regimes = {r: a.cases for r, a in anns.items()}
-        part = oracle_vs_blind_on_cases(regimes, keep_fraction, n_splits, seed, quick, n_boot, progress, proto)
+        part = oracle_vs_blind_on_cases(regimes, keep_fraction, n_splits, seed, data.quick, n_boot, progress, proto)
         part.info = {
             **ds.stats(),
             "usable_cases_used": int(regimes["blind"].n_cases),
             "inert_factors": anns["blind"].inert,
-            "embedding": embedding,
-            "protocol": protocol if isinstance(protocol, str) else ("released" if fs == "released" else "memlib"),
+            "embedding": data.embedding_setting,
+            "protocol": label,
             **part.info,
         }
         parts.append((fs, part))
@@ -188,10 +159,19 @@ def oracle_vs_blind(
     def stack(name):
         return pd.concat([getattr(p, name).assign(factor_set=fs) for fs, p in parts], ignore_index=True)
 
-    info = {**parts[0][1].info, "factor_set": "both"}
+    info = {**parts[0][1].info, "factor_set": data.factor_set}
     return RealDataResult(
         stack("summary"), stack("per_split"), stack("per_case"), stack("weights"), stack("bootstrap"), info
     )
+
+
+def _per_factor_set(layout, table: pd.DataFrame, dataset: str) -> pd.DataFrame:
+    """``layout(part, dataset)`` of each factor set's part of ``table``, stacked, with ``factor_set`` first."""
+    parts = [
+        layout(part.drop(columns="factor_set"), dataset).assign(factor_set=fs)
+        for fs, part in table.groupby("factor_set", sort=False)
+    ]
+    return pd.concat([p[["factor_set", *p.columns[:-1]]] for p in parts], ignore_index=True)
 
 
 def table3(summary: pd.DataFrame, dataset: str) -> pd.DataFrame:
@@ -203,15 +183,7 @@ def table3(summary: pd.DataFrame, dataset: str) -> pd.DataFrame:
     from memlib import paper
 
     if "factor_set" in summary:
-        return pd.concat(
-            [
-                table3(part.drop(columns="factor_set"), dataset)
-                .assign(factor_set=fs)
-                .loc[:, lambda d: ["factor_set", *d.columns[:-1]]]
-                for fs, part in summary.groupby("factor_set", sort=False)
-            ],
-            ignore_index=True,
-        )
+        return _per_factor_set(table3, summary, dataset)
     wide = summary.pivot_table(index="policy", columns="regime", values=["mean", "std"], sort=False)
     wide.columns = [f"{regime}_{stat}" for stat, regime in wide.columns]
     order = [p for p in REAL_POLICIES if p in wide.index]
@@ -229,16 +201,7 @@ def mean_weights(weights: pd.DataFrame, dataset: str) -> pd.DataFrame:
     from memlib import paper
 
     if "factor_set" in weights:
-        return pd.concat(
-            [
-                mean_weights(part.drop(columns="factor_set"), dataset)
-                .assign(factor_set=fs)
-                .loc[:, lambda d: ["factor_set", *d.columns[:-1]]]
-                for fs, part in weights.groupby("factor_set", sort=False)
-            ],
-            ignore_index=True,
-        )
-
+        return _per_factor_set(mean_weights, weights, dataset)
     out = weights.pivot_table(index="factor", columns="regime", values="weight", aggfunc=["mean", "std"], sort=False)
     out.columns = [f"{regime}_{stat}" for stat, regime in out.columns]
     out = out.reindex(list(FACTORS)).reset_index()

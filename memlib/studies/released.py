@@ -32,18 +32,20 @@ import numpy as np
 import pandas as pd
 
 from memlib import FACTORS
-from memlib._checks import check_fraction, check_int
+from memlib._checks import ParameterError, check_fraction, check_int
 from memlib.metrics import evaluator, paired_bootstrap
 from memlib.studies._common import (
     PROTOCOLS,
     RealDataResult,
     evaluate_splits,
     get_protocol,
-    load_regimes,
     summarise,
 )
+from memlib.studies.data_spec import DataSpec
 
 _R = PROTOCOLS["released"]
+#: The released experiment's data: LongMemEval-S in its factor set, embedded at 256 word pieces.
+DATA = DataSpec("longmemeval_s", factor_set="released", embedding_setting="reference")
 
 #: The ladder from the released experiment to memlib's Table 1: ``(label, readings, protocol, embedding)``.
 #: A rung's readings are the ones it changes (:func:`ladder` keeps every change above it); its protocol
@@ -126,10 +128,9 @@ def causality_table() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _blind(
-    dataset, readings, embedding, protocol, *, keep_fraction, n_splits, quick, sample, progress, seed=0, policies=None
-):
-    """Blind per-case retention and weights of one reading and protocol (``readings`` over the released set).
+def _blind(data: DataSpec, readings, embedding, protocol, *, keep_fraction, n_splits, progress, policies=None):
+    """Blind per-case retention and weights of one reading and protocol (``readings`` over the released set)
+    on the dataset and part ``data`` names.
 
     Readings that are the ``paper`` set's in every respect are that set (its table, its float32 storage).
     """
@@ -137,13 +138,18 @@ def _blind(
 
     paper = resolve_readings("released", readings) == READINGS["paper"]
     factor_set, readings = ("paper", None) if paper else ("released", readings)
-    ds, anns = load_regimes(
-        dataset, quick=quick, sample=sample, factor_set=factor_set, embedding=embedding, readings=readings
-    )
-    cases = anns["blind"].cases
+    spec = dataclasses.replace(data, factor_set=factor_set, embedding_setting=embedding, readings=readings)
+    ds, anns = spec.load(progress, regimes=("blind",))
     kw = {} if policies is None else {"policies": policies}
     per_case, weights = evaluate_splits(
-        {"blind": cases}, keep_fraction, n_splits, seed, quick, progress=progress, protocol=protocol, **kw
+        {"blind": anns["blind"].cases},
+        keep_fraction,
+        n_splits,
+        0,
+        data.quick,
+        progress=progress,
+        protocol=protocol,
+        **kw,
     )
     return ds, anns["blind"], per_case, weights
 
@@ -166,17 +172,10 @@ def _learned_summary(per_case: pd.DataFrame, ddof: int, against=None, n_boot: in
     return row, (row["learned_V"], by_case)
 
 
-def ladder(
-    dataset="longmemeval_s",
-    keep_fraction: float = 0.3,
-    n_splits: int = 20,
-    quick: bool = False,
-    sample: int | None = None,
-    n_boot: int = 1000,
-    progress: bool = False,
-    rungs=RUNGS,
-) -> pd.DataFrame:
-    """Blind ``learned_V`` at each rung of :data:`RUNGS`, and its change from the rung above.
+def ladder(data: DataSpec | str = DATA, keep_fraction=0.3, n_splits=20, n_boot=1000, progress=False, rungs=RUNGS):
+    """Blind ``learned_V`` at each rung of :data:`RUNGS` on ``data``, and its change from the rung above.
+
+    ``data`` gives the dataset and its part; each rung states its readings, protocol and embedding.
 
     Returns ``step, rung, learned_V, std, delta, delta_low, delta_high``: the mean
     over splits (std over splits), the change of that mean from the rung above
@@ -186,23 +185,14 @@ def ladder(
     """
     from memlib.factors import resolve_readings
 
+    data = DataSpec.of(data, like=DATA)
     rows, prev, changed = [], None, {}
     for step, (label, readings, protocol, embedding) in enumerate(rungs):
         proto = get_protocol(protocol)
         changed.update(readings)  # the readings change cumulatively; each rung states its protocol whole
         read = resolve_readings("released", changed)  # all five readings, the changes laid over the released
-        _, _, per_case, _ = _blind(
-            dataset,
-            read,
-            embedding,
-            proto,
-            keep_fraction=keep_fraction,
-            n_splits=n_splits,
-            quick=quick,
-            sample=sample,
-            progress=progress,
-            policies=("learned_V",),
-        )
+        run = dict(keep_fraction=keep_fraction, n_splits=n_splits, progress=progress, policies=("learned_V",))
+        _, _, per_case, _ = _blind(data, read, embedding, proto, **run)
         summary, prev = _learned_summary(per_case, proto.ddof, prev, n_boot)
         rows.append(
             {
@@ -300,39 +290,37 @@ FIGURE3_FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5)
 FIGURE3_POLICIES = ("learned_V", "uniform_V", "reliability_only", "recency_only")
 
 
-def released_study(
-    dataset="longmemeval_s",
-    keep_fraction: float = 0.3,
-    n_splits: int = 20,
-    quick: bool = False,
-    sample: int | None = None,
-    n_boot: int = 1000,
-    parts=("table3", "figure3", "mlp", "ladder", "causal"),
-    progress: bool = False,
-) -> ReleasedResult:
-    """The released experiment on ``dataset`` (256 word pieces), beside the paper and the authors' files.
+#: The parts of :func:`released_study` besides Table 3.
+PARTS = ("table3", "figure3", "mlp", "ladder", "causal")
 
-    ``parts`` chooses what to run besides Table 3: ``figure3``, ``mlp`` (the MLP
+
+def released_study(
+    data: DataSpec | str = DATA, keep_fraction=0.3, n_splits=20, n_boot=1000, parts=PARTS, progress=False
+) -> ReleasedResult:
+    """The released experiment on ``data`` (256 word pieces), beside the paper and the authors' files.
+
+    ``data`` chooses the dataset and its part; the factor set and the embedding are the released
+    experiment's (:data:`DATA`). ``parts`` chooses what to run besides Table 3: ``figure3``, ``mlp`` (the MLP
     ablation), ``ladder`` and ``causal`` (the causality audit's measured variants).
     """
     from memlib import paper
     from memlib.studies.oracle_blind import oracle_vs_blind
 
+    data = DataSpec.of(data, like=DATA).reads(
+        "released", "dataset", "quick", "limit", "sample", "factor_set", "embedding_setting"
+    )
+    if (data.factor_set, data.embedding_setting) != (DATA.factor_set, DATA.embedding_setting):
+        raise ParameterError(
+            f"the released study reads the released factor set at the reference embedding, "
+            f"got {data.factor_set!r} at {data.embedding_setting!r}"
+        )
     keep_fraction = check_fraction("keep_fraction", keep_fraction)
     n_splits = check_int("n_splits", n_splits, minimum=2)
-    common = dict(n_splits=n_splits, quick=quick, sample=sample, progress=progress)
-    ob = oracle_vs_blind(
-        dataset,
-        keep_fraction=keep_fraction,
-        factor_set="released",
-        embedding="reference",
-        protocol="released",
-        n_boot=n_boot,
-        **common,
-    )
+    common = dict(n_splits=n_splits, progress=progress)
+    ob = oracle_vs_blind(data, keep_fraction=keep_fraction, protocol="released", n_boot=n_boot, **common)
     s = ob.summary
     table = s[["policy", "regime", "mean", "std"]].copy()
-    ours = dataset == paper.PAPER_DATASET or str(ob.info.get("dataset", "")).startswith(paper.PAPER_DATASET)
+    ours = data.dataset == paper.PAPER_DATASET or str(ob.info.get("dataset", "")).startswith(paper.PAPER_DATASET)
     means = paper.table3_means() if ours else {}
     table["paper_mean"] = [means.get(k, np.nan) for k in zip(table["policy"], table["regime"])]
     auth = paper.AUTHORS_TABLE3 if ours else {}
@@ -352,9 +340,7 @@ def released_study(
     if "figure3" in parts:
         rows = []
         for kf in FIGURE3_FRACTIONS:
-            _, _, per_case, _ = _blind(
-                dataset, {}, "reference", _R, keep_fraction=kf, policies=FIGURE3_POLICIES, **common
-            )
+            _, _, per_case, _ = _blind(data, {}, "reference", _R, keep_fraction=kf, policies=FIGURE3_POLICIES, **common)
             per_split = per_case.groupby(["policy", "split"], sort=False)["retention"].mean().reset_index()
             summ = summarise(per_split, ["policy"], _R.ddof).assign(keep_fraction=kf)
             ref = paper.AUTHORS_FIGURE3.get(kf, {}) if ours else {}
@@ -364,12 +350,12 @@ def released_study(
             ["keep_fraction", "policy", "mean", "std", "n_splits", "authors_mean"]
         ]
     if "mlp" in parts:
-        blind = load_regimes(dataset, quick=quick, sample=sample, factor_set="released", embedding="reference")[1]
-        result.mlp = mlp_released(blind["blind"].cases, keep_fraction, n_splits, quick)
+        blind = data.load(progress, regimes=("blind",))[1]["blind"]
+        result.mlp = mlp_released(blind.cases, keep_fraction, n_splits, data.quick)
     if "ladder" in parts:
-        result.ladder = ladder(dataset, keep_fraction, n_boot=n_boot, **common)
+        result.ladder = ladder(data, keep_fraction, n_boot=n_boot, **common)
     if "causal" in parts:
-        result.causal = causal_variants(dataset, keep_fraction, n_boot=n_boot, **common)
+        result.causal = causal_variants(data, keep_fraction, n_boot=n_boot, **common)
     result.info = {
         **ob.info,
         "n_questions_in_file": int(ob.info.get("cases", 0)),
@@ -416,36 +402,19 @@ def mlp_released(cases, keep_fraction: float = 0.3, n_splits: int = 20, quick: b
     return out
 
 
-def causal_variants(
-    dataset="longmemeval_s",
-    keep_fraction: float = 0.3,
-    n_splits: int = 20,
-    quick: bool = False,
-    sample: int | None = None,
-    n_boot: int = 1000,
-    progress: bool = False,
-) -> pd.DataFrame:
-    """Blind ``learned_V`` of the released reading and its causal variants (:data:`CAUSAL_VARIANTS`).
+def causal_variants(data: DataSpec | str = DATA, keep_fraction=0.3, n_splits=20, n_boot=1000, progress=False):
+    """Blind ``learned_V`` of the released reading and its causal variants (:data:`CAUSAL_VARIANTS`) on ``data``.
 
     Each is run with the released protocol; ``delta`` is its change from the
     released reading with a paired bootstrap interval over cases, and the
     opening shares (:func:`opening_shares`) say how much of what it keeps opens
     a session.
     """
+    data = DataSpec.of(data, like=DATA)
     rows, base = [], None
     for name, reads, readings in CAUSAL_VARIANTS:
-        ds, ann, per_case, weights = _blind(
-            dataset,
-            readings,
-            "reference",
-            _R,
-            keep_fraction=keep_fraction,
-            n_splits=n_splits,
-            quick=quick,
-            sample=sample,
-            progress=progress,
-            policies=("learned_V",),
-        )
+        run = dict(keep_fraction=keep_fraction, n_splits=n_splits, progress=progress, policies=("learned_V",))
+        ds, ann, per_case, weights = _blind(data, readings, "reference", _R, **run)
         summary, compare = _learned_summary(per_case, _R.ddof, base, n_boot)
         if base is None:  # the first variant is the one the others are measured against
             summary.update(delta=0.0, delta_low=0.0, delta_high=0.0)

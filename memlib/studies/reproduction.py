@@ -36,6 +36,7 @@ from memlib._checks import check_fraction, check_int
 from memlib.cases import CaseSet
 from memlib.metrics import RetentionEvaluator, expected_random_retention
 from memlib.scoring import SINGLE_FACTOR, policy_scores
+from memlib.studies.data_spec import DataSpec
 
 _SELF_WORDS = {
     "earlier": "the user's earlier turns",
@@ -93,7 +94,7 @@ def reading_table(ds, keep_fraction: float = 0.3, embedding="fast", progress: bo
     from memlib import factors, paper
 
     keep_fraction = check_fraction("keep_fraction", keep_fraction)
-    kw = dict(factor_set="paper", embedding=embedding, progress=progress)
+    kw = dict(factor_set="paper", embedding_setting=embedding, progress=progress)
     base = factors.annotate(ds, "blind", **kw).cases
     ev = RetentionEvaluator(base, keep_fraction)
     rows = []
@@ -182,15 +183,15 @@ def embedding_agreement(ds, progress: bool = False, settings=("fast",)) -> pd.Da
     Rows: ``setting, role, texts, mean, p5, min``. Every setting comes from (or
     goes to) its embedding cache.
     """
-    from memlib.embeddings import embed
+    from memlib.embeddings import embed_cached
 
     used = ds.turns["session"].isin(set().union(*ds.usable().cases["haystack"]))
     first = ds.turns.loc[used].drop_duplicates("text_id")
     texts = [ds.texts[i] for i in first["text_id"]]
-    ref = embed(texts, "reference", progress=progress)
+    ref = embed_cached(texts, "reference", progress=progress)
     rows = []
     for setting in settings:
-        cos = np.einsum("ij,ij->i", embed(texts, setting, progress=progress), ref)
+        cos = np.einsum("ij,ij->i", embed_cached(texts, setting, progress=progress), ref)
         for role, mask in (
             ("all", np.ones(len(cos), bool)),
             *((r, (first["role"] == r).to_numpy()) for r in ("user", "assistant")),
@@ -210,6 +211,8 @@ def embedding_agreement(ds, progress: bool = False, settings=("fast",)) -> pd.Da
     return pd.DataFrame(rows)
 
 
+#: Questions :func:`embedding_check` samples unless told.
+CHECK_SAMPLE = 60
 #: Bound on how far the paper's two extra usable questions (479 against our 477) can move a mean
 #: retention: each case's retention lies in [0, 1], so at most 2 / 479.
 MISSING_CASES_BOUND = 2 / 479
@@ -353,7 +356,7 @@ def variant_table(
         per_split = per_case.groupby(["policy", "split"], sort=False)["retention"].mean().reset_index()
         return summarise(per_split, ["policy"]).assign(variant=label, regime=regime)
 
-    kw = {"factor_set": "paper", "embedding": embedding, "progress": progress}
+    kw = {"factor_set": "paper", "embedding_setting": embedding, "progress": progress}
     rows = []
     for label, options in VARIANTS:
         rows.append(score(label, "blind", factors.annotate(ds, "blind", **{**kw, **options}).cases))
@@ -407,40 +410,41 @@ class ReproductionResult:
     same_order: dict | None = None
 
 
-def reproduce(
-    dataset="longmemeval_s",
-    keep_fraction: float = 0.3,
-    n_splits: int = 20,
-    seed: int = 0,
-    quick: bool = False,
-    sample: int | None = None,
-    embedding="fast",
-    readings: bool = True,
-    progress: bool = False,
-) -> ReproductionResult:
-    """The paper's real-data results on ``dataset``, beside the paper's, with the gaps explained.
+#: The data the reproduction reads unless told: LongMemEval-S, Table 3 in the paper and extended factor sets.
+DATA = DataSpec("longmemeval_s", factor_set="both")
 
-    Runs Table 3 / Figure 2 in both factor sets (:func:`~.oracle_blind.oracle_vs_blind`),
-    the MLP ablation and the keep-fraction sweep on the paper's factor set, and, with
+
+def reproduce(
+    data: DataSpec | str = DATA, keep_fraction=0.3, n_splits=20, seed=0, readings=True, progress=False
+) -> ReproductionResult:
+    """The paper's real-data results on ``data``, beside the paper's, with the gaps explained.
+
+    Runs Table 3 / Figure 2 in the factor sets of ``data`` (:func:`~.oracle_blind.oracle_vs_blind`;
+    paper and extended in :data:`DATA`), the MLP ablation and the keep-fraction sweep on the
+    paper's factor set, and, with
     ``readings``, the reading and variant tables and the session-overlap check.
     ``table`` is the comparison of :func:`paper_comparison` with an ``explanation``
     column from :func:`explain_gaps` (gaps over 0.03).
     """
-    from memlib.studies._common import load_regimes
     from memlib.studies.mlp import mlp_ablation
     from memlib.studies.oracle_blind import oracle_vs_blind
     from memlib.studies.sweep import keep_fraction_sweep
 
+    data = DataSpec.of(data, like=DATA).reads(
+        "paper", "dataset", "quick", "limit", "sample", "factor_set", "embedding_setting"
+    )
     keep_fraction = check_fraction("keep_fraction", keep_fraction)
     n_splits = check_int("n_splits", n_splits, minimum=2)
-    common = dict(n_splits=n_splits, seed=seed, quick=quick, sample=sample, embedding=embedding, progress=progress)
-    ob = oracle_vs_blind(dataset, keep_fraction=keep_fraction, **common)
-    mlp = mlp_ablation(dataset, keep_fraction=keep_fraction, factor_set="paper", **common)
-    sweep = keep_fraction_sweep(dataset, factor_set="paper", **common)
-    ds, _ = load_regimes(dataset, quick=quick, sample=sample, factor_set="paper", embedding=embedding)
+    common = dict(n_splits=n_splits, seed=seed, progress=progress)
+    ob = oracle_vs_blind(data, keep_fraction=keep_fraction, **common)
+    paper = dataclasses.replace(data, factor_set="paper")
+    mlp = mlp_ablation(paper, keep_fraction=keep_fraction, **common)
+    sweep = keep_fraction_sweep(paper, **common)
+    ds = data.load_dataset()
     usable = ds.usable()
     read = var = overlap = None
     if readings:
+        embedding, quick = data.embedding_setting, data.quick
         read = reading_table(usable, keep_fraction, embedding, progress)
         var = variant_table(usable, keep_fraction, n_splits, seed, quick, embedding, progress)
         overlap = session_overlap(ds, n_splits, seed)
@@ -463,41 +467,35 @@ def reproduce(
     )
 
 
+#: The data of :func:`embedding_check` unless told: a seeded sample of 60 LongMemEval-S questions.
+CHECK_DATA = DataSpec("longmemeval_s", sample=CHECK_SAMPLE)
+
+
 def embedding_check(
-    dataset="longmemeval_s",
-    sample: int = 60,
+    data: DataSpec | str = CHECK_DATA,
     keep_fraction: float = 0.3,
     n_splits: int = 20,
     seed: int = 0,
-    quick: bool = False,
     progress: bool = False,
     settings=("fast", "int8"),
 ) -> ReproductionResult:
-    """The faster embedding settings against the ``reference`` one on a seeded sample of questions.
+    """The faster embedding settings against the ``reference`` one on part of ``data`` (a seeded sample).
 
-    ``agreement`` is :func:`embedding_agreement` on the sample; ``table`` holds
+    ``agreement`` is :func:`embedding_agreement` on that part; ``table`` holds
     Table 3 (paper factor set) under each setting: ``policy, regime, reference``,
     one column per setting and its ``difference_<setting>`` from the reference;
     ``same_order`` maps each setting to whether its blind policies rank in the
-    reference's order.
+    reference's order. A dataset name reads a sample of :data:`CHECK_SAMPLE` questions.
     """
-    from memlib import datasets
     from memlib.studies.oracle_blind import oracle_vs_blind
 
-    sample = check_int("sample", sample, minimum=2)
+    data = DataSpec.of(data, like=CHECK_DATA).reads("embedding check", "dataset", "quick", "limit", "sample")
+    if data.sample is not None:
+        check_int("sample", data.sample, minimum=2)
     runs = {}
     for setting in ("reference", *settings):
-        r = oracle_vs_blind(
-            dataset,
-            keep_fraction=keep_fraction,
-            n_splits=n_splits,
-            seed=seed,
-            quick=quick,
-            sample=sample,
-            factor_set="paper",
-            embedding=setting,
-            progress=progress,
-        )
+        spec = dataclasses.replace(data, embedding_setting=setting)
+        r = oracle_vs_blind(spec, keep_fraction=keep_fraction, n_splits=n_splits, seed=seed, progress=progress)
         runs[setting] = r.summary.set_index(["policy", "regime"])["mean"]
     table = pd.concat(runs, axis=1).reset_index()
     blind = table[table["regime"] == "blind"]
@@ -507,10 +505,10 @@ def embedding_check(
         same_order[setting] = list(blind.sort_values(setting)["policy"]) == list(
             blind.sort_values("reference")["policy"]
         )
-    ds = datasets.load(dataset).sample(sample, seed=0)
+    ds = data.load_dataset()
     return ReproductionResult(
         table=table,
         agreement=embedding_agreement(ds, progress, settings),
         same_order=same_order,
-        info={"dataset": ds.name, "sample": sample, "cases": int(ds.cases["usable"].sum())},
+        info={"dataset": ds.name, "sample": data.resolved().sample, "cases": int(ds.cases["usable"].sum())},
     )

@@ -5,8 +5,8 @@ with their embeddings and emotion) into a fresh :class:`~memlib.store.MemoryStor
 consolidating at session ends; :func:`fold_weights` learns the value's weights
 on a blind :class:`~memlib.cases.CaseSet` for a two-fold split;
 :func:`question_scores` asks a store one question; :func:`stream_table`
-averages per-question scores. :func:`stream` and :func:`store_demo` load a
-dataset, its embeddings and factors, and compose them.
+averages per-question scores. :func:`stream` and :func:`store_demo` load their
+data, its embeddings and factors, and compose them.
 
 >>> import numpy as np, pandas as pd
 >>> from memlib.store import make_policy
@@ -31,7 +31,8 @@ from memlib.cases import CaseSet
 from memlib.learning import hill_climb
 from memlib.metrics import RetentionEvaluator, keep_count, retrieval_metrics
 from memlib.store import MERGE_THRESHOLD, MemoryStore, Policy, ValuePolicy, make_policy, valence
-from memlib.studies._common import learner_settings, load_regimes
+from memlib.studies._common import learner_settings
+from memlib.studies.data_spec import LOCOMO, DataSpec
 
 #: Policies of the streaming comparison: the names of :data:`memlib.store.POLICIES`, plus
 #: ``learned_V_keep``, the value policy that drops the lowest value first.
@@ -255,18 +256,13 @@ class StreamResult:
 
 
 def stream(
-    dataset="locomo",
+    data: DataSpec | str = LOCOMO,
     budgets=STREAM_BUDGETS,
     ks=STREAM_KS,
     policies=STREAM_POLICIES,
     seed: int = 0,
     beta: float = 1.0,
-    quick: bool = False,
-    limit: int | None = None,
     progress: bool = False,
-    sample: int | None = None,
-    factor_set: str = "paper",
-    embedding: str = "fast",
 ) -> StreamResult:
     """Encode -> forget -> retrieve over time, against published memory policies.
 
@@ -290,9 +286,10 @@ def stream(
     """
     from tqdm import tqdm
 
-    from memlib.embeddings import embed
+    from memlib.embeddings import embed_cached
     from memlib.factors import emotion_and_valence
 
+    data = DataSpec.of(data).reads("stream", "dataset", "quick", "limit", "sample", "factor_set", "embedding_setting")
     seed = check_int("seed", seed, minimum=0)
     ks = [check_int("k", k, minimum=1) for k in ks]
     budgets = list(budgets)
@@ -302,9 +299,7 @@ def stream(
         budget_count(b, 1)
     for p in policies:
         stream_policy(p, beta)
-    ds, anns = load_regimes(
-        dataset, quick=quick, limit=limit, progress=progress, sample=sample, factor_set=factor_set, embedding=embedding
-    )
+    ds, anns = data.load(progress, regimes=("blind",))
     usable = ds.usable()
     usable = usable.with_cases(usable.cases[~usable.cases["case_id"].astype(str).str.endswith("_abs")])
     cases = usable.cases
@@ -316,18 +311,18 @@ def stream(
     text_ids = ds.turns["text_id"].to_numpy()
     uniq = np.unique(text_ids[used_rows])
     E_text = np.zeros((len(ds.texts), 384), np.float32)
-    E_text[uniq] = embed([ds.texts[i] for i in uniq], embedding, progress=progress)
+    E_text[uniq] = embed_cached([ds.texts[i] for i in uniq], data.embedding_setting, progress=progress)
     E = E_text[text_ids]
     emo_text = np.zeros(len(ds.texts))
     emo_text[uniq] = emotion_and_valence([ds.texts[i] for i in uniq])[0]
     emotion = emo_text[text_ids]
-    Q = embed(cases["question"].tolist(), embedding, progress=progress)
+    Q = embed_cached(cases["question"].tolist(), data.embedding_setting, progress=progress)
     q_val = valence(cases["question"].tolist())
 
     # two folds of groups; learned_V for a history uses weights learned on the other fold
     groups = cases["group"].to_numpy()
     fold = two_folds(groups, seed)
-    weights, weight_table = fold_weights(anns["blind"].cases, fold, budgets, seed, quick)
+    weights, weight_table = fold_weights(anns["blind"].cases, fold, budgets, seed, data.quick)
 
     # a history is a haystack cut at its questions' date: questions asked at the same point share a replay
     session_date = dict(zip(ds.sessions["session"], ds.sessions["date"]))
@@ -354,9 +349,8 @@ def stream(
             for name in policies:
                 w = weights[(b, fold[case_list[0]])] if name.startswith("learned_V") else np.ones(len(FACTORS))
                 policy = stream_policy(name, beta)
-                st = replay(
-                    history, w, policy, count, E[hrows], emotion[hrows], stats if policy.bounded else None, factor_set
-                )
+                bounded = stats if policy.bounded else None
+                st = replay(history, w, policy, count, E[hrows], emotion[hrows], bounded, data.factor_set)
                 for c, gold in zip(case_list, golds):
                     if not gold:  # its evidence comes after the question's date: nothing to retain
                         continue
@@ -386,23 +380,26 @@ def stream(
     return StreamResult(stream_table(per_q, ks), per_q, weight_table, info)
 
 
-def store_demo(dataset="locomo", budget: float = 0.3, quick: bool = False, seed: int = 0):
-    """Replay the first conversation into a store with the library's defaults (``MemoryStore()``).
+def store_demo(data: DataSpec | str = LOCOMO, budget: float = 0.3):
+    """Replay the first history of ``data`` into a store with the library's defaults (``MemoryStore()``).
 
     The default value and policy come from ``memlib/defaults.json``
     (:mod:`memlib.studies.defaults`), which was fitted on histories that include this one; the
     held-out numbers are the defaults study's. Returns ``(ds, store, info)``; ``info`` has the
     budget, the history's length and its questions (rows of ``ds.cases``) with their gold positions.
     """
-    from memlib.embeddings import embed
+    from memlib.embeddings import embed_cached
     from memlib.factors import emotional_intensity
 
-    ds, _ = load_regimes(dataset, quick=quick)
+    data = DataSpec.of(data).reads("store_demo", "dataset", "quick", "limit", "sample", "embedding_setting")
+    ds = data.load_dataset()
+    if not ds.cases["usable"].any():
+        raise ParameterError(f"{ds.name}: no usable question (none has a gold turn in its history)")
     usable = ds.usable()
     first = usable.cases["group"].iloc[0]
     rows = usable.haystack_rows(0)
     texts = ds.turns["text"].to_numpy()[rows].tolist()
-    E = np.asarray(embed(texts, "fast", progress=False), dtype=np.float32)
+    E = np.asarray(embed_cached(texts, data.embedding_setting, progress=False), dtype=np.float32)
     count = budget_count(budget, len(rows))
     store = replay(  # the store's own defaults, near-duplicate merging included
         history_frame(ds, rows),

@@ -2,7 +2,7 @@
 
 :func:`keep_fraction_sweep_on_cases` scores five policies at each keep fraction
 over the group-aware splits of one blind :class:`~memlib.cases.CaseSet`;
-:func:`keep_fraction_sweep` loads a dataset's blind regime and calls it.
+:func:`keep_fraction_sweep` loads the blind regime of its data and calls it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from memlib.cases import CaseSet
 from memlib.learning import hill_climb
 from memlib.metrics import RetentionEvaluator
 from memlib.scoring import SINGLE_FACTOR, policy_scores
-from memlib.studies._common import RealDataResult, learner_settings, load_regime, split_plan, summarise
+from memlib.studies._common import RealDataResult, learner_settings, split_plan, summarise
+from memlib.studies.data_spec import LOCOMO, DataSpec
 
 #: Keep fractions of Figure 3.
 SWEEP_FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5)
@@ -29,12 +30,7 @@ def _check_fractions(fractions) -> list[float]:
 
 
 def keep_fraction_sweep_on_cases(
-    cases: CaseSet,
-    fractions=SWEEP_FRACTIONS,
-    n_splits: int = 20,
-    seed: int = 0,
-    quick: bool = False,
-    progress: bool = False,
+    cases: CaseSet, fractions=SWEEP_FRACTIONS, n_splits=20, seed=0, quick=False, progress=False
 ) -> RealDataResult:
     """Retention of each policy at each keep fraction over the group-aware splits of blind ``cases``.
 
@@ -88,29 +84,12 @@ def keep_fraction_sweep_on_cases(
 
 
 def keep_fraction_sweep(
-    dataset="locomo",
-    fractions=SWEEP_FRACTIONS,
-    n_splits: int = 20,
-    seed: int = 0,
-    quick: bool = False,
-    limit: int | None = None,
-    progress: bool = False,
-    sample: int | None = None,
-    factor_set: str = "paper",
-    embedding: str = "fast",
+    data: DataSpec | str = LOCOMO, fractions=SWEEP_FRACTIONS, n_splits=20, seed=0, progress=False
 ) -> RealDataResult:
-    """Figure 3 on a dataset's blind regime (see :func:`keep_fraction_sweep_on_cases`)."""
+    """Figure 3 on the blind regime of ``data`` (see :func:`keep_fraction_sweep_on_cases`)."""
     fractions = _check_fractions(fractions)
-    ds, cases = load_regime(
-        dataset,
-        "blind",
-        quick=quick,
-        limit=limit,
-        progress=progress,
-        sample=sample,
-        factor_set=factor_set,
-        embedding=embedding,
-    )
-    result = keep_fraction_sweep_on_cases(cases, fractions, n_splits, seed, quick, progress)
+    data = DataSpec.of(data)
+    ds, anns = data.load(progress, regimes=("blind",))
+    result = keep_fraction_sweep_on_cases(anns["blind"].cases, fractions, n_splits, seed, data.quick, progress)
     result.info = ds.stats()
     return result

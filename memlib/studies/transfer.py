@@ -29,6 +29,7 @@ Each figure's interval resamples whole conversations (LoCoMo), questions (LongMe
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,6 +41,7 @@ from memlib.cues import CueTable
 from memlib.learning import N_ITER, hill_climb
 from memlib.metrics import RetentionEvaluator, expected_random_retention, paired_bootstrap
 from memlib.studies._common import quick_splits, split_plan
+from memlib.studies.cue_data import READS, load_cue_data
 from memlib.studies.cues import (
     CUE_MODELS,
     PAPER_MODEL,
@@ -49,6 +51,7 @@ from memlib.studies.cues import (
     learner_budget,
     paper_weights,
 )
+from memlib.studies.data_spec import DataSpec
 
 #: The corpora a value is learned on and tested on.
 CORPORA = ("locomo", "longmemeval_s", "realmem")
@@ -224,13 +227,7 @@ def _uniform(data: CueData) -> np.ndarray:
 
 
 def transfer_matrix(
-    corpora: dict,
-    keep_fraction: float = 0.3,
-    n_splits: int = 10,
-    seed: int = 0,
-    quick: bool = False,
-    models=MODELS,
-    progress: bool = False,
+    corpora: dict, keep_fraction=0.3, n_splits=10, seed=0, quick=False, models=MODELS, progress=False
 ) -> pd.DataFrame:
     """Per-case test retention of every model, learned in domain, on each other corpus and on all others.
 
@@ -378,34 +375,29 @@ class TransferResult:
         return s.pivot(index="train", columns="test", values="mean")
 
 
-def transfer_study(
-    keep_fraction: float = 0.3,
-    n_splits: int = 10,
-    seed: int = 0,
-    quick: bool = False,
-    sample: int | None = None,
-    embedding: str = "fast",
-    progress: bool = False,
-) -> TransferResult:
+#: What the transfer study reads of each corpus unless told: all of it (quick mode: :data:`QUICK_GROUPS` groups).
+DATA = DataSpec(quick_limit=QUICK_GROUPS)
+
+
+def transfer_study(data: DataSpec = DATA, keep_fraction=0.3, n_splits=10, seed=0, progress=False) -> TransferResult:
     """Leave one corpus out over :data:`CORPORA` (see the module docstring).
 
-    ``sample``: a seeded sample of at most this many groups per corpus (LongMemEval-S has 477
-    usable questions, each a group; LoCoMo and RealMem have 10 groups each). ``quick`` reads
-    :data:`QUICK_GROUPS` groups of each corpus and fits with the quick learner budgets.
+    ``data`` says what to read of each corpus (it names no dataset): ``sample``, a seeded sample
+    of at most this many groups per corpus (LongMemEval-S has 477 usable questions, each a group;
+    LoCoMo and RealMem have 10 groups each); ``quick``, the first ``quick_limit`` groups of each
+    corpus (:data:`QUICK_GROUPS` in :data:`DATA`), fit with the quick learner budgets.
     """
-    from memlib.studies.cues import load_cue_data
-
+    data = DataSpec.of(data, like=DATA).reads("transfer", *READS[1:])
     keep_fraction = check_fraction("keep_fraction", keep_fraction)
     n_splits = check_int("n_splits", n_splits, minimum=2)
-    if sample is not None:
-        sample = check_int("sample", sample, minimum=2)
-    corpora = {}
-    for name in CORPORA:
-        kw = {"limit": QUICK_GROUPS} if quick else {"sample": sample}
-        corpora[name] = load_cue_data(name, embedding=embedding, progress=progress, **kw)
+    if data.sample is not None:
+        check_int("sample", data.sample, minimum=2)
+    corpora = {n: load_cue_data(dataclasses.replace(data, dataset=n), progress=progress) for n in CORPORA}
+    quick = data.quick
     per_case = transfer_matrix(corpora, keep_fraction, quick_splits(n_splits, quick), seed, quick, progress=progress)
     levels = {n: expected_random_retention(d.cases, keep_fraction) for n, d in corpora.items()}
     summary = summarise(per_case, levels, n_boot=200 if quick else 1000, seed=seed)
     weights = weight_signs(corpora, keep_fraction, seed, quick)
     info = {n: {k: v for k, v in d.info.items() if not k.startswith("seconds")} for n, d in corpora.items()}
-    return TransferResult(summary, per_case, weights, {"corpora": info, "embedding": embedding, "sample": sample})
+    run = {"embedding": data.embedding_setting, "sample": data.resolved().sample}
+    return TransferResult(summary, per_case, weights, {"corpora": info, **run})
