@@ -178,7 +178,7 @@ class CueTable:
         return np.arange(self.values.shape[1])[None, :] < self.length[:, None]
 
     def select(self, names=None, drop_groups=()) -> CueTable:
-        """The table restricted to ``names`` (default: all) minus every cue of ``drop_groups``."""
+        """Return the table restricted to ``names`` (default: all) minus every cue of ``drop_groups``."""
         names = self.names if names is None else tuple(names)
         unknown = set(names) - set(self.names)
         if unknown:
@@ -192,7 +192,7 @@ class CueTable:
         return CueTable(self.values[..., idx], tuple(keep), self.length, self.calibrated_, self.seconds, self.n_turns)
 
     def subset(self, haystacks) -> CueTable:
-        """The histories at the given indices, padded to their longest (as :meth:`CaseSet.subset`)."""
+        """Return the histories at the given indices, padded to their longest (as :meth:`CaseSet.subset`)."""
         haystacks = np.asarray(haystacks, dtype=np.int64)
         length = self.length[haystacks]
         N = int(length.max()) if len(length) else 0
@@ -225,7 +225,7 @@ class CueTable:
         return CueTable(out, self.names, self.length, True, self.seconds, self.n_turns)
 
     def cost_table(self) -> pd.DataFrame:
-        """The cue table: group, the factor it refines, description and milliseconds per 1,000 turns.
+        """Return the cue table: group, the factor it refines, description and milliseconds per 1,000 turns.
 
         The cost of a kind of cue (text, turn, history, paper) is shared equally by its cues;
         the paper cues cost what reading them from the annotation costs (their own cost is the
@@ -347,7 +347,7 @@ def compute_cues(ds, annotation, embedding: str = "fast", progress: bool = False
 
 
 def store_cues(texts, roles, factors) -> np.ndarray:
-    """The :data:`STORE_CUES` of items with these texts, roles and (n, 7) paper factors, shape (n, 11).
+    """Return the :data:`STORE_CUES` of items with these texts, roles and (n, 7) paper factors, shape (n, 11).
 
     The same definitions as :func:`compute_cues`: ``is_user`` from the role, the text cues
     from :func:`text_cues`, and the paper's goal, self and emotion factors from ``factors``
@@ -376,7 +376,7 @@ def text_role_cues(texts, roles) -> np.ndarray:
 
 
 def cue_table(seconds: dict | None = None, n_turns: int = 0) -> pd.DataFrame:
-    """The documented cue list (:data:`CUES`) as a table, with costs when ``seconds`` are given.
+    """Return the documented cue list (:data:`CUES`) as a table, with costs when ``seconds`` are given.
 
     >>> cue_table().groupby("group", sort=False).size().to_dict()["density"]
     4

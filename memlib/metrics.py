@@ -46,7 +46,7 @@ CUTS = ("ceil", "floor")
 
 
 def keep_count(n, keep_fraction: float, cut: str = "ceil") -> np.ndarray:
-    """Number of turns kept out of ``n`` at ``keep_fraction`` (at least 1).
+    """Return the number of turns kept out of ``n`` at ``keep_fraction`` (at least 1).
 
     ``cut="ceil"`` (memlib's rule) rounds up, after rounding the product down by
     ``1e-9``; ``cut="floor"`` rounds down, as the released experiment's
@@ -66,7 +66,7 @@ def keep_count(n, keep_fraction: float, cut: str = "ceil") -> np.ndarray:
 
 
 def order_free_mean(values) -> float:
-    """The mean, summed exactly (``math.fsum``), so it does not depend on the order of the values (NaN if none).
+    """Return the mean, summed exactly (``math.fsum``), so it does not depend on the order of the values (NaN if none).
 
     A learner that keeps a step only when the mean strictly improves must not
     see a change in the last bit because the cases came in another order.
@@ -275,7 +275,7 @@ class StableOrderEvaluator:
         return order_free_mean(r[self._has_gold])
 
     def scores(self, w) -> np.ndarray:
-        """The linear value ``sum_i w_i f_i``, in factor order in float64 (:func:`~memlib.value.linear_score`)."""
+        """Return the value ``sum_i w_i f_i``, in factor order in float64 (:func:`~memlib.value.linear_score`)."""
         return linear_score(self._F, np.asarray(w, dtype=np.float64))
 
     def objective(self, w) -> float:
@@ -288,7 +288,7 @@ TIE_RULES = ("pessimistic", "stable")
 
 
 def evaluator(cases: CaseSet, keep_fraction: float, ties: str = "pessimistic", cut: str = "ceil"):
-    """The retention evaluator of a tie rule (:data:`TIE_RULES`) and cut (:data:`CUTS`)."""
+    """Return the retention evaluator of a tie rule (:data:`TIE_RULES`) and cut (:data:`CUTS`)."""
     check_choice("ties", ties, TIE_RULES)
     if ties == "stable":
         return StableOrderEvaluator(cases, keep_fraction, cut)
@@ -308,7 +308,7 @@ def mean_retention(cases: CaseSet, scores, keep_fraction: float) -> float:
 
 
 def expected_random_retention(cases: CaseSet, keep_fraction: float, cut: str = "ceil") -> float:
-    """Expected retention of a uniformly random keep set: mean of ``k / n`` over cases with gold.
+    """Return the expected retention of a uniformly random keep set: mean of ``k / n`` over cases with gold.
 
     >>> import numpy as np
     >>> cs = CaseSet.from_cases([np.zeros((10, 7))], [np.zeros(10)], gold=[[0]])

@@ -85,8 +85,10 @@ def policy_scores(name: str, cases: CaseSet, weights=None, seed: int = 0) -> np.
 
 
 def haystack_draws(cases: CaseSet, seed: int = 0) -> np.ndarray:
-    """Uniform draws in [0, 1), shape (G, N), each haystack's from a generator seeded by ``seed`` and its
-    content key (the smallest :attr:`~memlib.cases.CaseSet.keys` of its cases).
+    """Return uniform draws in [0, 1), shape (G, N), each haystack's from its own generator.
+
+    A haystack's generator is seeded by ``seed`` and its content key (the smallest
+    :attr:`~memlib.cases.CaseSet.keys` of its cases).
 
     So a haystack's draws do not depend on where it sits in the case set, nor on any id: the random
     policy and the tie-breaking of single factors stay the same when the file is reordered.

@@ -127,11 +127,11 @@ class Value(Protocol):
     signed: bool
 
     def features(self, x) -> np.ndarray:
-        """The features the value weighs, one row per memory (checked)."""
+        """Return the features the value weighs, one row per memory (checked)."""
         ...
 
     def score(self, x) -> np.ndarray:
-        """The value ``V`` of each memory."""
+        """Return the value ``V`` of each memory."""
         ...
 
     def normalise(self, v) -> np.ndarray:
@@ -147,11 +147,11 @@ class Value(Protocol):
         return self.normalise(self.score(x))
 
     def eq3_value(self, v) -> np.ndarray:
-        """The value eq. 3 reads (:func:`~memlib.forgetting.forget_score`): ``V``, or ``V-bar`` if ``V`` is signed."""
+        """Return the value eq. 3 reads (:func:`~memlib.forgetting.forget_score`): ``V``, or ``V-bar`` if signed."""
         return self.normalise(v) if self.signed else np.asarray(v)
 
     def __call__(self, x) -> np.ndarray:
-        """The value of each memory (:meth:`score`)."""
+        """Return the value of each memory (:meth:`score`)."""
         return self.score(x)
 
 
@@ -189,23 +189,26 @@ class LinearValue(Value):
         self.weights.setflags(write=False)
 
     def features(self, x) -> np.ndarray:
-        """The factor array of ``x``, shape (..., 7)."""
+        """Return the factor array of ``x``, shape (..., 7)."""
         F = np.asarray(_inputs(x, self.reads))
         if F.ndim == 0 or F.shape[-1] != len(FACTORS):
             raise ParameterError(f"factor array must have {len(FACTORS)} columns, got {F.shape[-1] if F.ndim else 0}")
         return F
 
     def score(self, x) -> np.ndarray:
+        """Return the value ``V = f @ w`` of each memory."""
         F = self.features(x)
         w = self.weights.astype(F.dtype if F.dtype.kind == "f" else float)
         return linear_score(F, w, np.flatnonzero(w))
 
     def normalise(self, v) -> np.ndarray:
+        """Return ``V-bar``: the values ``v`` divided by the sum of the weights (0 if that is not positive)."""
         v = np.asarray(v)
         total = self.weights.sum()
         return v / total if total > 0 else np.zeros_like(v, dtype=float)
 
     def contributions(self, x) -> np.ndarray:
+        """Return ``f * w``: the terms that sum to each value, one column per factor."""
         return self.features(x) * self.weights
 
     def __eq__(self, other) -> bool:
@@ -242,7 +245,7 @@ def normalised_value(F, w) -> np.ndarray:
 
 
 def encoding_tier(v_bar) -> np.ndarray:
-    """Encoding tier for normalised values (thresholds 0.20 / 0.45 / 0.70).
+    """Return the encoding tier for normalised values (thresholds 0.20 / 0.45 / 0.70).
 
     A value equal to a threshold falls in the deeper tier.
 
@@ -256,7 +259,7 @@ def encoding_tier(v_bar) -> np.ndarray:
 
 
 def learned_weights(result_or_json_path, regime: str = "blind", factor_set: str = "paper") -> np.ndarray:
-    """The mean learned weights of the oracle-blind study, ready for :class:`memlib.store.MemoryStore`.
+    """Return the mean learned weights of the oracle-blind study, ready for :class:`memlib.store.MemoryStore`.
 
     Parameters
     ----------
@@ -406,7 +409,7 @@ class CueValue(Value):
             a.setflags(write=False)
 
     def features(self, x) -> np.ndarray:
-        """The features of store cues ``x`` (n, 11): the cues, then with ``interactions`` each times ``is_user``."""
+        """Return the features of store cues ``x`` (n, 11): the cues, then (``interactions``) each times ``is_user``."""
         X = np.asarray(_inputs(x, self.reads), dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != len(self.cues):
             raise ParameterError(f"store cues must have shape (n, {len(self.cues)}), got {X.shape}")
@@ -419,7 +422,7 @@ class CueValue(Value):
         return self.features(x) * self.weights
 
     def score(self, x) -> np.ndarray:
-        """The value of each row of store cues ``x`` (a matrix product over the features)."""
+        """Return the value of each row of store cues ``x`` (a matrix product over the features)."""
         return self.features(x) @ self.weights
 
     def normalise(self, v) -> np.ndarray:
@@ -432,6 +435,7 @@ class CueValue(Value):
         return np.interp(np.asarray(v, dtype=np.float64), xs, ps)
 
     def to_dict(self) -> dict:
+        """Return the value as a JSON dict (:meth:`from_dict` reads it back)."""
         return {
             "kind": "cue_value",
             "cues": list(self.cues),
@@ -471,7 +475,7 @@ DEFAULTS_PATH = os.path.join(os.path.dirname(__file__), "defaults.json")
 
 
 def load_defaults(path=None) -> dict:
-    """The measured defaults: ``{"policy": {...}, "value": CueValue, "measured": {...}, ...}``.
+    """Load the measured defaults: ``{"policy": {...}, "value": CueValue, "measured": {...}, ...}``.
 
     ``policy`` holds the forgetting rule and the retrieval mix of :class:`memlib.store.ValuePolicy`;
     ``value`` the default value of :class:`memlib.store.MemoryStore`. Both were chosen by

@@ -162,7 +162,7 @@ def annotate_turn(data, turn: Turn, t: float, value_profile, merge_threshold) ->
 
 
 def turn_change(store, data, turn: Turn, t: float, expiry: float) -> tuple[Change, int]:
-    """What storing ``turn`` at ``t`` changes, as one change, and the id :meth:`~memlib.store.MemoryStore.add` returns.
+    """Return the one change storing ``turn`` at ``t`` makes, and the id :meth:`~memlib.store.MemoryStore.add` returns.
 
     A new item; or, for a turn that repeats a stored item, that item reinforced as a
     retrieval would reinforce it, pinned if the turn is, expiring at the later expiry,
@@ -191,7 +191,7 @@ def turn_change(store, data, turn: Turn, t: float, expiry: float) -> tuple[Chang
 
 
 def reinforced(store, cols, idx: np.ndarray, now: float) -> dict:
-    """The columns of the items at ``idx`` after a use at ``now`` (a retrieval, or a turn merged into them).
+    """Return the columns of the items at ``idx`` after a use at ``now`` (a retrieval, or a turn merged into them).
 
     The usage count and the usage-history factor ``r / (1 + r)`` move on, the last
     access becomes ``now``, and the store's policy sets its own per-item state
@@ -220,7 +220,7 @@ def near_duplicate(cols, e: np.ndarray, t: float, threshold: float | None):
 
 
 def goal_plan(data):
-    """Final goal relevance of the current session's items: ``(positions, values)``, or None."""
+    """Return the final goal relevance of the current session's items: ``(positions, values)``, or None."""
     cols, scalars, sums = data.cols, data.scalars, data.sums
     cur = scalars["current_session"]
     if cur is None or not cols.n:

@@ -105,7 +105,7 @@ class MemoryBackend:
     # ---------------------------------------------------------------- transactions
     @contextlib.contextmanager
     def transaction(self):
-        """A block whose changes (:meth:`apply`) all stay, or, if it raises, are all undone."""
+        """Run a block whose changes (:meth:`apply`) all stay, or, if it raises, are all undone."""
         self._undo = undo = []
         try:
             yield self
@@ -127,7 +127,7 @@ class MemoryBackend:
         """Store changed settings (nothing to do in memory: the store object holds them)."""
 
     def log(self, name: str) -> list[dict]:
-        """The ``forgotten`` or ``merges`` log, oldest first (a copy)."""
+        """Return the ``forgotten`` or ``merges`` log, oldest first (a copy)."""
         return list(self.logs[name])
 
     # ---------------------------------------------------------------- applying a change
@@ -177,7 +177,7 @@ class MemoryBackend:
 
     # ---------------------------------------------------------------- the state layout (memlib.store.state)
     def state(self) -> dict:
-        """The data as the ``session``, ``sums`` and ``items`` of a state; arrays are views."""
+        """Return the data as the ``session``, ``sums`` and ``items`` of a state; arrays are views."""
         s = self.scalars
         return {
             "session": {**s, "now": None if not np.isfinite(s["now"]) else float(s["now"])},

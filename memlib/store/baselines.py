@@ -65,12 +65,14 @@ class GenerativeAgentsPolicy(Policy):
         return 1.0 + 9.0 * store.factors[:, 0]
 
     def forget_scores(self, store, now):
+        """Return minus the query-free score (recency and importance, each min-max normalised)."""
         keep_score = self.W_RECENCY * _minmax(self._recency(store)) + self.W_IMPORTANCE * _minmax(
             self._importance(store)
         )
         return -keep_score
 
     def retrieval_scores(self, store, query_vec, query_valence, now):
+        """Return the weighted sum of recency, relevance and importance, each min-max normalised."""
         relevance = 2.0 * store.similarity(query_vec) - 1.0  # the cosine
         return (
             self.W_RECENCY * _minmax(self._recency(store))
@@ -101,14 +103,17 @@ class MemoryBankPolicy(Policy):
     item_state = {"level": 0.0}
 
     def retention(self, store, now) -> np.ndarray:
+        """Return each item's retention ``R = exp(-t / S)``, ``t`` the days since its last access."""
         t = np.maximum(now - store.view.last_access, 0.0)
         strength = np.minimum(store.view.state("level"), self.LEVELS - 1) + 1.0
         return np.exp(-t / strength)
 
     def forget_scores(self, store, now):
+        """Return minus the retention: the least retained item goes first."""
         return -self.retention(store, now)
 
     def on_retrieve(self, store, idx, now):
+        """Return the levels of the items at ``idx`` moved one up (capped at the top level)."""
         return {"level": np.minimum(store.view.state("level")[idx] + 1, self.LEVELS - 1)}
 
 
@@ -125,6 +130,7 @@ class FIFOPolicy(Policy):
     name = "memgpt_fifo"
 
     def forget_scores(self, store, now):
+        """Return minus each item's time: the oldest goes first."""
         return -store.view.time
 
 
@@ -134,9 +140,11 @@ class RecencyPolicy(Policy):
     name = "recency"
 
     def forget_scores(self, store, now):
+        """Return minus each item's time: the oldest goes first."""
         return -store.view.time
 
     def retrieval_scores(self, store, query_vec, query_valence, now):
+        """Return each item's time: the newest comes first (the query is not used)."""
         return store.view.time.astype(np.float64)
 
 
@@ -147,4 +155,5 @@ class UnboundedRAGPolicy(Policy):
     bounded = False
 
     def forget_scores(self, store, now):
+        """Return zero for every item (the policy is unbounded: nothing is dropped)."""
         return np.zeros(len(store))

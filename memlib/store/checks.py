@@ -66,6 +66,7 @@ class Turn:
 
 
 def unit_interval(name: str, x) -> float:
+    """Return ``x`` as a float, checked to be a number in [0, 1] (the error names ``name``)."""
     if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x) or not 0.0 <= x <= 1.0:
         raise ParameterError(f"{name} must be a number in [0, 1], got {x!r}")
     return float(x)
@@ -84,7 +85,7 @@ def _failing(key: str, exc: ParameterError) -> ParameterError:
 
 
 def check_turn(kw: Mapping, batch: bool = False) -> Turn:
-    """The checks of a turn that need no clock, in :meth:`~memlib.store.MemoryStore.add`'s order.
+    """Run the checks of a turn that need no clock, in :meth:`~memlib.store.MemoryStore.add`'s order.
 
     ``kw`` holds keyword arguments of ``add`` (``text`` is required). The
     :class:`ParameterError` raised carries the failing argument as ``.key``; with
@@ -132,7 +133,7 @@ def check_turn(kw: Mapping, batch: bool = False) -> Turn:
 
 
 def check_clock(turn: Turn, latest: float) -> tuple[float, float]:
-    """The turn's time and expiry (days; +inf: never) against the store's ``latest`` time (-inf: none yet)."""
+    """Check the turn's time and expiry (days; +inf: never) against the store's ``latest`` time (-inf: none yet)."""
     key = "time"
     try:
         t = latest if turn.time is None else turn.time
@@ -147,7 +148,7 @@ def check_clock(turn: Turn, latest: float) -> tuple[float, float]:
 
 
 def check_turns(turns, latest: float, keys: tuple) -> list[Turn]:
-    """The turns of :meth:`~memlib.store.MemoryStore.add_many`, each checked as ``add`` checks it, in order.
+    """Return the turns of :meth:`~memlib.store.MemoryStore.add_many`, each checked as ``add`` checks it, in order.
 
     ``keys`` are the arguments ``add`` takes. Times must not go backwards from
     ``latest`` or from turn to turn. A given embedding is made unit length.
@@ -192,7 +193,7 @@ def check_clocks(turns: list[Turn], latest: float) -> None:
 
 # --------------------------------------------------------------------------- other calls
 def check_budgets(budget, budget_tokens, count_pinned, dry_run) -> tuple:
-    """The budgets of :meth:`~memlib.store.MemoryStore.consolidate` (one at least), and its flags checked."""
+    """Return the budgets of :meth:`~memlib.store.MemoryStore.consolidate` (one at least), and its flags checked."""
     if budget is None and budget_tokens is None:
         raise ParameterError("consolidate needs a budget (items) or budget_tokens")
     budget = None if budget is None else check_int("budget", budget, minimum=0)
@@ -203,7 +204,10 @@ def check_budgets(budget, budget_tokens, count_pinned, dry_run) -> tuple:
 
 
 def check_queries(queries, update) -> tuple[list, bool]:
-    """The queries of :meth:`~memlib.store.MemoryStore.retrieve_many` (a list of non-empty strings) and ``update``."""
+    """Return the queries of :meth:`~memlib.store.MemoryStore.retrieve_many` and ``update``, checked.
+
+    The queries must be a list of non-empty strings.
+    """
     if isinstance(queries, (str, bytes)):
         raise ParameterError("retrieve_many takes a list of query strings, got one string: use retrieve")
     try:
@@ -223,6 +227,7 @@ MERGE_THRESHOLD = 0.95
 
 
 def check_merge_threshold(m) -> float | None:
+    """Return the merge threshold ``m`` checked: a float in (0, 1], or None (no merging)."""
     if m is None:
         return None
     if isinstance(m, bool) or not isinstance(m, numbers.Real) or not 0.0 < m <= 1.0:
@@ -262,11 +267,12 @@ class StoreLinearValue(LinearValue):
     """
 
     def score(self, x) -> np.ndarray:
+        """Return the value ``V = f @ w`` of each memory, one ``einsum`` per item (:func:`matvec`)."""
         return matvec(self.features(x), self.weights)
 
 
 def value_argument(value, weights, stored_weights=None) -> Value:
-    """The store's :class:`~memlib.value.Value` from ``MemoryStore(weights=..., value=...)``.
+    """Return the store's :class:`~memlib.value.Value` from ``MemoryStore(weights=..., value=...)``.
 
     The paper's value, summed as the store sums it (a :class:`StoreLinearValue`), for
     ``weights``, a :class:`~memlib.value.LinearValue` or ``'paper'`` (with ``weights``,

@@ -50,7 +50,7 @@ _WORD = re.compile(r"\S+")
 
 # --------------------------------------------------------------------------- times and tokens
 def to_days(time, name: str = "time") -> float:
-    """A time as float days: a number is taken as days; a datetime or Timestamp as days since 1970 (UTC if aware).
+    """Convert a time to float days: a number is days; a datetime or Timestamp, days since 1970 (UTC if aware).
 
     The strings ``"now"`` and ``"today"`` are refused, as the data loaders refuse
     them: a store's clock is the times it is given (``time=None`` in
@@ -118,7 +118,7 @@ def expiry_of(expires, t: float) -> float:
 
 
 def not_before(now_given: float | None, latest: float) -> float:
-    """The time of a consolidation or an explanation: ``now_given``, or the ``latest`` time; never before it."""
+    """Return the time of a consolidation or an explanation: ``now_given``, or the ``latest`` time; never before it."""
     now = latest if now_given is None else now_given
     if now < latest:
         raise ParameterError(f"time goes backwards: now={now} days is before the latest time {latest} days")
@@ -126,7 +126,7 @@ def not_before(now_given: float | None, latest: float) -> float:
 
 
 def count_tokens(text: str) -> int:
-    """The tokens a budget counts for a text: its whitespace-separated words (no model tokenizer).
+    """Count the tokens a budget counts for a text: its whitespace-separated words (no model tokenizer).
 
     >>> count_tokens("I am allergic  to peanuts!")
     5
@@ -137,7 +137,7 @@ def count_tokens(text: str) -> int:
 
 # --------------------------------------------------------------------------- arrays
 def matvec(A: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """``A @ x`` in one thread: BLAS's threaded matrix-vector product stalls for milliseconds on a busy CPU."""
+    """Compute ``A @ x`` in one thread: BLAS's threaded matrix-vector product stalls for milliseconds on a busy CPU."""
     return np.einsum("ij,j->i", A, x)
 
 
@@ -175,7 +175,7 @@ class Columns:
         self.defaults: dict[str, float] = {}
 
     def view(self, name: str) -> np.ndarray:
-        """The column ``name`` of the retained items (a view)."""
+        """Return the column ``name`` of the retained items (a view)."""
         return self.data[name][: self.n]
 
     def state_names(self) -> list[str]:
@@ -183,7 +183,7 @@ class Columns:
         return [k[len(STATE) :] for k in self.data if k.startswith(STATE)]
 
     def state_defaults(self) -> dict[str, float]:
-        """The value a new item gets for each per-item policy state held."""
+        """Return the value a new item gets for each per-item policy state held."""
         return {name: self.defaults.get(STATE + name, 0.0) for name in self.state_names()}
 
     def declare(self, item_state: dict) -> None:
@@ -205,7 +205,7 @@ class Columns:
         return i
 
     def target(self, key: str) -> tuple[np.ndarray, int | None]:
-        """The array a change of ``key`` writes to, and its column: a factor's name is one column of ``factors``."""
+        """Return the array and column a change of ``key`` writes to: a factor's name is one column of ``factors``."""
         if key in _FACTOR:
             return self.data["factors"], _FACTOR[key]
         return self.data[key], None
@@ -250,10 +250,11 @@ class Columns:
         self.n = len(keep)
 
     def saved(self) -> tuple:
-        """What :meth:`restore` needs to undo a :meth:`take` or :meth:`replace` (references, no copies)."""
+        """Return what :meth:`restore` needs to undo a :meth:`take` or :meth:`replace` (references, no copies)."""
         return self.n, dict(self.data), dict(self.strings)
 
     def restore(self, saved: tuple) -> None:
+        """Put back the items :meth:`saved` returned."""
         self.n, self.data, self.strings = saved[0], dict(saved[1]), dict(saved[2])
 
     # ---------------------------------------------------------------- the state layout (memlib.store.state)
@@ -270,7 +271,7 @@ class Columns:
         self.strings = {k: list(items[k]) for k in ITEM_LISTS}
 
     def export(self, pos=None) -> dict:
-        """The items (or those at the positions ``pos``) in the state layout: arrays, lists and ``state``."""
+        """Return the items (or those at the positions ``pos``) in the state layout: arrays, lists and ``state``."""
         pick = slice(None) if pos is None else np.asarray(pos)
         out = {k: self.view(k)[pick] for k in ITEM_ARRAYS}
         out.update({k: s if pos is None else [s[i] for i in pick] for k, s in self.strings.items()})
@@ -279,7 +280,7 @@ class Columns:
 
 
 def item_dict(cols: Columns, i: int, value: float, tier: str) -> dict:
-    """The item at position ``i`` as :meth:`MemoryStore.items <memlib.store.MemoryStore.items>` shows it."""
+    """Return the item at position ``i`` as :meth:`MemoryStore.items <memlib.store.MemoryStore.items>` shows it."""
     e = cols.data["expires"][i]
     return {
         "id": int(cols.data["ids"][i]),

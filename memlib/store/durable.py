@@ -225,10 +225,12 @@ class StoreFile:
             self.con.execute("BEGIN")
 
     def commit(self) -> None:
+        """Commit the transaction."""
         with self.errors():
             self.con.execute("COMMIT")
 
     def rollback(self) -> None:
+        """Roll back the transaction, if one is open (an SQLite error in doing so is ignored)."""
         self._states = None  # a rolled-back transaction may have added a state column
         if self.con is not None and self.con.in_transaction:
             with contextlib.suppress(sqlite3.Error):
@@ -236,7 +238,7 @@ class StoreFile:
 
     @contextlib.contextmanager
     def reading(self):
-        """A read transaction around a block."""
+        """Hold a read transaction around a block."""
         self.begin_read()
         try:
             yield
@@ -244,11 +246,12 @@ class StoreFile:
             self.rollback()
 
     def data_version(self) -> int:
-        """Changes when another connection commits (SQLite's ``PRAGMA data_version``)."""
+        """Return a number that changes when another connection commits (SQLite's ``PRAGMA data_version``)."""
         with self.errors():
             return int(self.con.execute("PRAGMA data_version").fetchone()[0])
 
     def close(self) -> None:
+        """Roll back any open transaction and close the connection."""
         if self.con is not None:
             self.rollback()
             with contextlib.suppress(sqlite3.Error):
@@ -304,7 +307,7 @@ class StoreFile:
                 self.log_merge(e)
 
     def read_state(self) -> dict:
-        """The state in the file (inside the caller's transaction), unchecked: see :func:`check_state`."""
+        """Read the state in the file (inside the caller's transaction), unchecked: see :func:`check_state`."""
         with self.errors():
             version = self.con.execute("PRAGMA user_version").fetchone()[0]
             if version != SCHEMA_VERSION:
@@ -346,7 +349,7 @@ class StoreFile:
         }
 
     def _read_items(self) -> dict:
-        """The items table as the per-item arrays and lists of a state (column by column: fast for 100k items)."""
+        """Read the items table as the per-item arrays and lists of a state (column by column: fast for 100k items)."""
         extra = [state_field(k) for k in self.states(refresh=True)]
         numeric = ("id", *_SCALAR_COLUMNS, "IFNULL(expires, 9e999)", "pinned", "tokens", *FACTORS, *extra)
         rows = self.con.execute(f"SELECT {', '.join(numeric)} FROM items ORDER BY id").fetchall()
@@ -381,12 +384,14 @@ class StoreFile:
 
     # ---------------------------------------------------------------- writing (inside a write transaction)
     def put_meta(self, values: dict) -> None:
+        """Write ``values`` (key -> a JSON value) to the meta table."""
         self.con.executemany(
             "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
             [(k, json.dumps(v, allow_nan=False)) for k, v in values.items()],
         )
 
     def put_settings(self, s: dict) -> None:
+        """Write the store's settings ``s`` to the meta table."""
         vp = s["value_profile"]
         self.put_meta(
             {
@@ -414,7 +419,7 @@ class StoreFile:
         )
 
     def states(self, refresh: bool = False) -> list[str]:
-        """The per-item policy states the items table holds in ``state_<name>`` columns (``level`` aside)."""
+        """Return the per-item policy states the items table holds in ``state_<name>`` columns (``level`` aside)."""
         if refresh or self._states is None:
             columns = [r[1] for r in self.con.execute("PRAGMA table_info(items)")]
             self._states = [c[len("state_") :] for c in columns if c.startswith("state_")]
@@ -445,9 +450,11 @@ class StoreFile:
         )
 
     def update_items(self, ids, values: dict) -> None:
-        """Set columns of the items ``ids``: ``values`` maps a column of the store's
-        :class:`~memlib.store.columns.Columns` (``state:<name>`` for a policy's state) or a
-        factor's name to one value per item."""
+        """Set columns of the items ``ids``.
+
+        ``values`` maps a column of the store's :class:`~memlib.store.columns.Columns`
+        (``state:<name>`` for a policy's state) or a factor's name to one value per item.
+        """
         names = [state_field(k[len(STATE) :]) if k.startswith(STATE) else k for k in values]
         rows = zip(*(_sql_values(k, v) for k, v in values.items()), map(int, ids))
         self.con.executemany(f"UPDATE items SET {', '.join(f'{c} = ?' for c in names)} WHERE id = ?", list(rows))
@@ -466,8 +473,11 @@ class StoreFile:
             self.con.executemany("DELETE FROM dropped_vectors WHERE id = ?", rows)
 
     def log_forgotten(self, records) -> None:
-        """Append dropped items: tuples ``(id, text, time, value, tier, reason, at)``, or dicts with those keys
-        (``reason`` and ``at`` may be missing from the records of an older export)."""
+        """Append dropped items to the ``forgotten`` log.
+
+        Each record is a tuple ``(id, text, time, value, tier, reason, at)`` or a dict with those
+        keys (``reason`` and ``at`` may be missing from the records of an older export).
+        """
         self.con.executemany(
             _INSERT_FORGOTTEN,
             [
@@ -479,10 +489,11 @@ class StoreFile:
         )
 
     def log_merge(self, entry: dict) -> None:
+        """Append one entry to the ``merges`` log."""
         self.con.execute(_INSERT_MERGE, tuple(entry[k] for k in _MERGES))
 
     def log(self, table: str) -> list[dict]:
-        """The ``forgotten`` or ``merges`` log, oldest first."""
+        """Return the ``forgotten`` or ``merges`` log, oldest first."""
         columns = _FORGOTTEN if table == "forgotten" else _MERGES
         with self.errors():
             rows = self.con.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY seq").fetchall()
@@ -490,12 +501,12 @@ class StoreFile:
 
 
 def _value_dict(value):
-    """The JSON of a store's value: None for the paper's ``V = f @ w``, else a cue value's dict."""
+    """Return the JSON of a store's value: None for the paper's ``V = f @ w``, else a cue value's dict."""
     return None if value is None else value if isinstance(value, dict) else value.to_dict()
 
 
 def _item_row(items: dict, i: int, extra) -> tuple:
-    """The values of one row of the items table: :data:`ITEM_COLUMNS`, then the ``extra`` state columns."""
+    """Return the values of one row of the items table: :data:`ITEM_COLUMNS`, then the ``extra`` state columns."""
     f = items["factors"][i]
     e = items["expires"][i]
     state = items.get("state", {})
@@ -516,7 +527,10 @@ def _item_row(items: dict, i: int, extra) -> tuple:
 
 
 def _sql_values(key: str, values) -> list:
-    """The values of one column of the store's :class:`~memlib.store.columns.Columns` as the items table holds them."""
+    """Return the ``values`` of column ``key`` as the items table holds them.
+
+    ``key`` is a column of the store's :class:`~memlib.store.columns.Columns`.
+    """
     if key == "expires":
         return [None if math.isinf(x) else float(x) for x in values]
     if key == "pinned":

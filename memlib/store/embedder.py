@@ -34,7 +34,7 @@ _DEFAULT_EMBEDDER_LOCK = threading.Lock()
 
 
 def check_vector(name: str, v) -> np.ndarray:
-    """A unit float64 copy of ``v``, which must be 384 finite real numbers in one row (1-D), not all zero."""
+    """Return a unit float64 copy of ``v``, which must be 384 finite real numbers in one row (1-D), not all zero."""
     try:
         a = np.asarray(v)
         if a.dtype.kind == "c":
@@ -58,7 +58,7 @@ def check_vector(name: str, v) -> np.ndarray:
 
 
 def embedder_argument(embedder, embed, caller: str):
-    """The ``embedder`` argument of ``caller``, or its deprecated alias ``embed`` (with a warning).
+    """Return the ``embedder`` argument of ``caller``, or its deprecated alias ``embed`` (with a warning).
 
     Call it straight from the public method that takes the argument: the warning
     names the line that called that method.
@@ -130,7 +130,7 @@ class Embedder:
                 turn.embedding = check_vector("embedding", e)
 
     def vector(self, text: str, embedding=None) -> np.ndarray:
-        """The unit embedding of ``text``: ``embedding`` checked, or the embedder's."""
+        """Return the unit embedding of ``text``: ``embedding`` checked, or the embedder's."""
         if embedding is None:
             embedding = self([text])[0]
         return check_vector("embedding", embedding)

@@ -43,13 +43,13 @@ def normalise(store, values: np.ndarray) -> np.ndarray:
 
 
 def tiers_of(store, values: np.ndarray) -> np.ndarray:
-    """The encoding tier of each value (from its normalised value)."""
+    """Return the encoding tier of each value (from its normalised value)."""
     return encoding_tier(np.clip(normalise(store, values), 0, 1))
 
 
 @contextlib.contextmanager
 def goal_fixed(cols, goal_fix):
-    """The factors with the current session's final goal relevance, for the block only."""
+    """Give the factors the current session's final goal relevance, for the block only."""
     if goal_fix is None:
         yield
         return
@@ -64,7 +64,7 @@ def goal_fixed(cols, goal_fix):
 
 
 def plan(store, data, budget, budget_tokens, now: float, count_pinned: bool) -> dict:
-    """What a consolidation of ``store`` (its backend ``data``) at ``now`` drops; nothing changes.
+    """Plan what a consolidation of ``store`` (its backend ``data``) at ``now`` drops; nothing changes.
 
     Returns a dict: ``goal_fix, now, scores, values, expired, drop`` (bool per item),
     ``order`` (``(position, reason)`` in the order they go) and ``dropped_ids``.
@@ -111,7 +111,7 @@ def plan(store, data, budget, budget_tokens, now: float, count_pinned: bool) -> 
 
 
 def change(store, cols, p: dict) -> Change:
-    """The consolidation planned in ``p`` as one change: the goal fix, the log, the drop and the time."""
+    """Return the consolidation planned in ``p`` as one change: the goal fix, the log, the drop and the time."""
     c = Change(scalars={"now": p["now"]}, drop=p["drop"])
     if p["goal_fix"] is not None:
         c.rows.append((p["goal_fix"][0], {GOAL: p["goal_fix"][1]}))

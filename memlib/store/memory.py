@@ -226,14 +226,14 @@ class MemoryStore(Persistence):
         pinned: bool = False,
         expires=None,
     ) -> int:
-        """Store one turn; return its id (or the id of the item it merged into).
+        r"""Store one turn; return its id (or the id of the item it merged into).
 
         A rejected call (any :class:`ParameterError`) leaves the store exactly as it was.
 
         Parameters
         ----------
         text : str
-            A lone surrogate (``"\\ud800"``, not encodable as UTF-8) is stored as
+            A lone surrogate (``"\ud800"``, not encodable as UTF-8) is stored as
             U+FFFD, as the data loaders read it (:func:`memlib._text.clean_text`);
             so are those of ``speaker`` and ``session``.
         role : {'user', 'assistant'}
@@ -418,7 +418,7 @@ class MemoryStore(Persistence):
 
     @locked
     def tiers(self) -> np.ndarray:
-        """Encoding tier of every retained item (from its normalised value)."""
+        """Return the encoding tier of every retained item (from its normalised value)."""
         return forget.tiers_of(self, self.values())
 
     @locked
@@ -429,18 +429,19 @@ class MemoryStore(Persistence):
 
     @locked
     def items(self) -> list[dict]:
-        """The retained items with their factors, value and tier, oldest first (expired ones until consolidated)."""
+        """Return the retained items with factors, value and tier, oldest first (expired ones until consolidated)."""
         self._backend.sync()
         v, tiers = self.values(), self.tiers()
         return [item_dict(self._backend.cols, i, v[i], tiers[i]) for i in range(len(self))]
 
     def to_frame(self) -> pd.DataFrame:
+        """Return :meth:`items` as a DataFrame, one row per item."""
         return pd.DataFrame(self.items())
 
     def retrieve(
         self, query: str | None = None, k: int = 5, query_embedding=None, now=None, update: bool = True
     ) -> list[dict]:
-        """The ``k`` best unexpired items for a query, best first (each dict has a ``score``).
+        """Return the ``k`` best unexpired items for a query, best first (each dict has a ``score``).
 
         Returned items' retrieval counts grow by one (``update=False`` leaves
         the store unchanged, for evaluation on a snapshot). A query embedding
@@ -559,7 +560,7 @@ class MemoryStore(Persistence):
         return ids
 
     def retrieve_many(self, queries, k: int = 5, update: bool = True, now=None) -> list[list[dict]]:
-        """The result of :meth:`retrieve` for each query, in order; the queries are embedded in one call.
+        """Return the result of :meth:`retrieve` for each query, in order; the queries are embedded in one call.
 
         The same as ``[store.retrieve(q, k=k, update=update, now=now) for q in
         queries]``: with ``update=True`` each query's results count as retrieved
@@ -628,7 +629,7 @@ class MemoryStore(Persistence):
 
     @contextlib.contextmanager
     def _reading(self):
-        """A block that reads the store under its lock (a file store caught up with the file first)."""
+        """Read the store under its lock for a block (a file store caught up with the file first)."""
         with self._lock:
             self._backend.sync()
             yield self._backend

@@ -294,9 +294,9 @@ def read_npz(path, merge_threshold_default: float | None) -> tuple[dict, list, l
 
 
 def _cleaned(state: dict) -> dict:
-    """``state`` with lone surrogates in its strings replaced by U+FFFD (:mod:`memlib._text`).
+    r"""``state`` with lone surrogates in its strings replaced by U+FFFD (:mod:`memlib._text`).
 
-    JSON escapes them (``"\\ud800"``), so an export written before the store
+    JSON escapes them (``"\ud800"``), so an export written before the store
     cleaned its text can hold them; a store must never, since neither the tokenizer
     nor SQLite can take them. Speakers whose names become one have their sums added,
     as the store would have added them had it cleaned the names as they came.

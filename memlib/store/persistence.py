@@ -73,9 +73,11 @@ class FileBackend(MemoryBackend):
 
     @property
     def path(self) -> Path:
+        """The path of the store file."""
         return self.db.path
 
     def log(self, name: str) -> list[dict]:
+        """Return the ``forgotten`` or ``merges`` log of the file, oldest first."""
         return self.db.log(name)
 
     def sync(self, locked: bool = False) -> None:
@@ -112,6 +114,7 @@ class FileBackend(MemoryBackend):
         self.stale = False
 
     def put_settings(self, settings: dict) -> None:
+        """Write changed settings to the file."""
         self.db.put_settings(settings)
 
     def closed(self) -> MemoryBackend:
@@ -124,6 +127,7 @@ class FileBackend(MemoryBackend):
 
     # each part of a change: in memory (MemoryBackend), then in the file
     def apply(self, change) -> None:
+        """Apply ``change`` in memory and in the file (vectors of dropped items purged after a turn)."""
         super().apply(change)
         if change.turn:
             self.db.purge_vectors()
@@ -158,7 +162,7 @@ class FileBackend(MemoryBackend):
 
     @classmethod
     def over(cls, db: StoreFile, version: int, data: MemoryBackend) -> FileBackend:
-        """The backend of ``db`` holding the data of ``data`` (the same objects)."""
+        """Return the backend of ``db`` holding the data of ``data`` (the same objects)."""
         backend = cls(db, version)
         backend.adopt(data)
         return backend
@@ -166,7 +170,7 @@ class FileBackend(MemoryBackend):
 
 @contextlib.contextmanager
 def opened(path, timeout: float, synchronous: str):
-    """The :class:`StoreFile` at ``path`` for the block; if the block fails, discarded (a file it made is removed)."""
+    """Open the :class:`StoreFile` at ``path`` for the block; if the block fails, discard it (and a file it made)."""
     from memlib.store.durable import StoreFile
 
     db = StoreFile(path, timeout=timeout, synchronous=synchronous)
@@ -201,7 +205,7 @@ class Persistence:
     """The methods of :class:`~memlib.store.MemoryStore` that keep a store (see the module docstring)."""
 
     def __getstate__(self):
-        """A copy or pickle of an in-memory store holds everything but its lock (a new copy gets its own)."""
+        """Return what a copy or pickle of an in-memory store holds: all but its lock (a new copy gets its own)."""
         if self._backend.path is not None:
             raise TypeError(f"a file store cannot be copied or pickled: copy {self._backend.path} or use save()")
         with self._lock:
@@ -230,7 +234,7 @@ class Persistence:
         }
 
     def _state(self) -> dict:
-        """The store's state (see :mod:`memlib.store.state`); arrays are views."""
+        """Return the store's state (see :mod:`memlib.store.state`); arrays are views."""
         return {"settings": self._settings(), **self._backend.state()}
 
     @classmethod
@@ -312,7 +316,7 @@ class Persistence:
         value=None,
         embed=None,
     ) -> Self:
-        """A store kept in the SQLite file ``path`` (created if missing), one transaction per change.
+        """Open a store kept in the SQLite file ``path`` (created if missing), one transaction per change.
 
         Every :meth:`add`, :meth:`consolidate`, :meth:`retrieve` (which updates
         usage counts) and :meth:`pin` is one transaction: a process killed at any

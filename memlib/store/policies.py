@@ -81,6 +81,7 @@ class ValuePolicy(Policy):
         self.keep_top_value = bool(d["keep_top_value"] if keep_top_value is None else keep_top_value)
 
     def forget_scores(self, store, now):
+        """Return eq. 3's forget score of each item, or minus ``V-bar`` with ``keep_top_value``."""
         if self.keep_top_value:
             return -store.normalised_values()
         v = store.value.eq3_value(store.values())  # the paper's V, or V-bar for a signed (cue) value
@@ -88,10 +89,12 @@ class ValuePolicy(Policy):
         return forget_score(np.maximum(now - view.time, 0.0), view.retrievals, v, beta=self.beta)
 
     def retrieval_scores(self, store, query_vec, query_valence, now):
+        """Return similarity plus ``value_weight`` times ``V-bar`` plus ``mood_weight`` times the mood match."""
         mood = 1.0 - np.abs(query_valence - store.view.valence) / 2.0
         return store.similarity(query_vec) + self.value_weight * store.normalised_values() + self.mood_weight * mood
 
     def config(self):
+        """Return the keyword arguments that rebuild this policy."""
         return {
             "beta": self.beta,
             "value_weight": self.value_weight,
@@ -116,6 +119,7 @@ class PaperPolicy(ValuePolicy):
         super().__init__(beta=beta, value_weight=0.5, mood_weight=0.1, keep_top_value=False)
 
     def config(self):
+        """Return the keyword arguments that rebuild this policy (only ``beta``: the rest are fixed)."""
         return {"beta": self.beta}
 
 
@@ -135,7 +139,7 @@ POLICIES: dict[str, type[Policy]] = {
 
 
 def make_policy(name: str, **params) -> Policy:
-    """The policy registered as ``name``, built with ``params`` (e.g. ``beta`` for ``learned_V``).
+    """Return the policy registered as ``name``, built with ``params`` (e.g. ``beta`` for ``learned_V``).
 
     >>> make_policy("memorybank", beta=1.0)
     Traceback (most recent call last):

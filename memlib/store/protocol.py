@@ -68,7 +68,7 @@ class Policy:
         return store.similarity(query_vec)
 
     def on_retrieve(self, store, idx: np.ndarray, now: float) -> dict | None:
-        """The policy's own state of the items at positions ``idx``, returned at ``now`` (or merged into then).
+        """Return the policy's own state of the items at positions ``idx``, retrieved at ``now`` (or merged into then).
 
         The store counts the use itself (``retrievals`` and ``last_access`` of
         ``store.view``, and the usage-history factor); ``store.view`` shows the items as
@@ -79,5 +79,5 @@ class Policy:
         return None
 
     def config(self) -> dict:
-        """The keyword arguments that rebuild this policy (saved with the store)."""
+        """Return the keyword arguments that rebuild this policy (saved with the store)."""
         return {}

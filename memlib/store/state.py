@@ -63,7 +63,7 @@ _STATE_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 
 def state_field(name: str) -> str:
-    """The field (``.npz`` array, SQLite column) that holds the per-item policy state ``name``.
+    """Return the field (``.npz`` array, SQLite column) that holds the per-item policy state ``name``.
 
     >>> state_field("level"), state_field("strength")
     ('level', 'state_strength')
@@ -104,7 +104,7 @@ def short_repr(x, limit: int = 120, quote: bool = True) -> str:
 
 
 def file_in_the_way(path) -> Path | None:
-    """The nearest existing ancestor folder of ``path`` if it is a file, not a folder (else None).
+    """Return the nearest existing ancestor folder of ``path`` if it is a file, not a folder (else None).
 
     >>> import tempfile, pathlib
     >>> f = pathlib.Path(tempfile.mkdtemp()) / "afile"
@@ -156,7 +156,7 @@ def _vector(path, field: str, value, length: int, allow_none: bool = False) -> n
 
 
 def check_settings(path, s: dict) -> dict:
-    """The ``settings`` of a state, checked (a :class:`StoreError` names the field)."""
+    """Return the ``settings`` of a state, checked (a :class:`StoreError` names the field)."""
     from memlib.factors import FACTOR_SETS
 
     if not isinstance(s.get("factor_set"), str) or s["factor_set"] not in FACTOR_SETS:
@@ -183,7 +183,7 @@ def check_settings(path, s: dict) -> dict:
 
 
 def check_session(path, s: dict) -> dict:
-    """The ``session`` scalars of a state, checked."""
+    """Return the ``session`` scalars of a state, checked."""
     cur = s.get("current_session")
     if cur is not None and not isinstance(cur, str):
         fail(path, f"current_session must be a string or null, got {cur!r}")
@@ -197,7 +197,7 @@ def check_session(path, s: dict) -> dict:
 
 
 def check_sums(path, s: dict) -> dict:
-    """The running ``sums`` of a state, checked."""
+    """Return the running ``sums`` of a state, checked."""
     out = {k: _vector(path, f"the {k} sum", s.get(k), DIM) for k in ("user", "session", "session_all")}
     speakers = s.get("speakers")
     if not isinstance(speakers, dict) or not all(isinstance(k, str) for k in speakers):
@@ -207,7 +207,7 @@ def check_sums(path, s: dict) -> dict:
 
 
 def check_item_lists(path, items: dict, n: int) -> None:
-    """The per-item string lists: one string per item."""
+    """Check the per-item string lists: one string per item."""
     for k in ITEM_LISTS:
         v = items.get(k)
         if not isinstance(v, list) or len(v) != n or set(map(type, v)) - {str}:
@@ -218,7 +218,7 @@ def check_item_lists(path, items: dict, n: int) -> None:
 
 
 def check_item_arrays(path, items: dict) -> int:
-    """The per-item arrays, converted to their dtypes and checked; return the number of items."""
+    """Convert the per-item arrays to their dtypes and check them; return the number of items."""
     try:
         ids = np.asarray(items.get("ids"))
         if ids.size == 0 and ids.ndim == 1:

@@ -74,7 +74,7 @@ class StoreView:
         return self._cols.state_names()
 
     def state(self, name: str) -> np.ndarray:
-        """The per-item state ``name`` of a policy (declared in its ``item_state``), one float per item."""
+        """Return the per-item state ``name`` of a policy (declared in its ``item_state``), one float per item."""
         if STATE + name not in self._cols.data:
             raise ParameterError(
                 f"the store holds no per-item state {name!r} (a policy declares its state in item_state); "
