@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import inspect
 import threading
-import warnings
 
 import numpy as np
 import pandas as pd
@@ -36,7 +35,6 @@ from memlib.store.backend import FORGOTTEN_KEYS as FORGOTTEN_KEYS  # (where it w
 from memlib.store.backend import Change, MemoryBackend, locked
 from memlib.store.checks import (
     MERGE_THRESHOLD,
-    StoreLinearValue,
     Turn,
     check_budgets,
     check_clock,
@@ -44,7 +42,6 @@ from memlib.store.checks import (
     check_flag,
     check_merge_threshold,
     check_queries,
-    check_store_weights,
     check_turn,
     check_turns,
     value_argument,
@@ -55,13 +52,13 @@ from memlib.store.persistence import Persistence
 from memlib.store.policies import ValuePolicy
 from memlib.store.protocol import Policy
 from memlib.store.state import DIM, StoreError, check_item_state, fail, short_repr
+from memlib.store.value_settings import ValueSettings
 from memlib.store.view import StoreView
-from memlib.value import LinearValue, Value
 
 __all__ = ["DIM", "MERGE_THRESHOLD", "MemoryStore", "StoreError", "count_tokens", "to_days", "valence"]
 
 
-class MemoryStore(Persistence):
+class MemoryStore(ValueSettings, Persistence):
     """A bounded memory for one conversation, ruled by one value.
 
     Parameters
@@ -152,52 +149,6 @@ class MemoryStore(Persistence):
         self._embedder = Embedder(embedder_argument(embedder, embed, "MemoryStore"))
         self._lock = threading.RLock()  # see Threads in the class docstring
         self._closed = None  # the path of a file store after close()
-
-    @property
-    def value(self) -> Value:
-        """The store's :class:`~memlib.value.Value`: what :meth:`values`, :meth:`tiers` and the explanations read.
-
-        The paper's (a :class:`~memlib.store.checks.StoreLinearValue`, with :attr:`weights`)
-        or a :class:`~memlib.value.CueValue`. Set it as the ``value`` argument of the store
-        (a :class:`~memlib.value.LinearValue` is then summed as the store sums).
-        """
-        return self._value
-
-    @value.setter
-    def value(self, value) -> None:
-        self._set_value(value_argument(value, None, self._weights))
-
-    def _set_value(self, value: Value) -> None:
-        self._value = value
-        if isinstance(value, LinearValue):
-            self._weights = value.weights
-
-    @property
-    def weights(self) -> np.ndarray:
-        """The factor weights of the paper's value; a store with a cue value keeps them as a setting only.
-
-        Setting them (not changing them in place) on a store with the paper's value sets its
-        value, as ``weights=`` does.
-        """
-        return self._weights
-
-    @weights.setter
-    def weights(self, weights) -> None:
-        w = check_store_weights(weights)
-        if isinstance(self._value, LinearValue):
-            self._set_value(StoreLinearValue(w))
-        else:
-            self._weights = w
-
-    @property
-    def value_model(self):
-        """Deprecated: the store's cue value, or None for the paper's value; read :attr:`value` instead."""
-        warnings.warn(
-            "MemoryStore.value_model is deprecated: read MemoryStore.value (a memlib.value.Value)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return None if isinstance(self.value, LinearValue) else self.value
 
     @property
     def policy(self) -> Policy:
