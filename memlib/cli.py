@@ -167,7 +167,7 @@ def _annotate(args) -> int:
 
 
 def _add_data_options(p, prefix: str, dataset_required: bool = False) -> None:
-    """The options of a :class:`~memlib.studies.DataSpec` (:data:`DATA_OPTIONS`), for ``study`` and ``annotate``."""
+    """Add the options of a :class:`~memlib.studies.DataSpec` (:data:`DATA_OPTIONS`), for ``study`` and ``annotate``."""
     p.add_argument(
         "--dataset",
         required=dataset_required,
@@ -196,11 +196,12 @@ def _add_data_options(p, prefix: str, dataset_required: bool = False) -> None:
 
 
 def _data_given(args) -> dict:
-    """The :class:`~memlib.studies.DataSpec` fields the command line gives (:data:`DATA_OPTIONS`)."""
+    """Return the :class:`~memlib.studies.DataSpec` fields the command line gives (:data:`DATA_OPTIONS`)."""
     return {field: getattr(args, name) for name, field in DATA_OPTIONS.items() if getattr(args, name) is not None}
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """Build the ``python -m memlib`` parser with its subcommands."""
     p = argparse.ArgumentParser(prog="python -m memlib", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("study", help="run a study and print its results table")
@@ -279,6 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    """Run the command ``argv`` names and return its exit status (2 on a parameter or dataset error)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

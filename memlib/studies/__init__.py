@@ -104,7 +104,7 @@ class Study:
         return tuple(inspect.signature(self.run).parameters)
 
     def data_spec(self, **fields) -> DataSpec:
-        """The data this study reads unless told (its ``data`` default), with ``fields`` changed.
+        """Return the data this study reads unless told (its ``data`` default), with ``fields`` changed.
 
         What the command line and the chapters build from their parameters, so both run, and
         cache, the same :class:`~.data_spec.DataSpec`.

@@ -72,7 +72,7 @@ class Uncacheable(TypeError):
 
 
 def enabled() -> bool:
-    """False when ``$MEMLIB_RESULT_CACHE`` is ``0``, ``false`` or ``off``."""
+    """Return False when ``$MEMLIB_RESULT_CACHE`` is ``0``, ``false`` or ``off``."""
     return os.environ.get("MEMLIB_RESULT_CACHE", "1").strip().lower() not in ("0", "false", "off", "no")
 
 
@@ -85,7 +85,7 @@ def folder() -> Path:
 
 @functools.cache
 def code_version() -> str:
-    """A hash of every ``memlib`` source file and of the computing libraries' versions."""
+    """Hash every ``memlib`` source file and of the computing libraries' versions."""
     from importlib.metadata import PackageNotFoundError, version
 
     h = hashlib.sha256(f"format {FORMAT}\n".encode())
@@ -101,7 +101,7 @@ def code_version() -> str:
 
 
 def data_fingerprint(dataset) -> dict:
-    """The file behind a ``dataset`` parameter: its resolved path and the sha256 of its content.
+    """Return the file behind a ``dataset`` parameter: its resolved path and the sha256 of its content.
 
     The hash is computed once per process and file version
     (:func:`memlib.datasets.sha256_file`, ``cached=True``). Raises :class:`Uncacheable` for a value that is neither a
@@ -121,7 +121,7 @@ def data_fingerprint(dataset) -> dict:
 
 
 def key(name: str, func, args: tuple, kwargs: dict) -> str:
-    """The cache key of ``func(*args, **kwargs)`` run as study ``name``."""
+    """Return the cache key of ``func(*args, **kwargs)`` run as study ``name``."""
     from memlib import datasets
 
     signature = inspect.signature(func)

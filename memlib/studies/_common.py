@@ -1,5 +1,6 @@
-"""What the real-data studies share: group-aware splits, the learner's settings, learning and
-scoring per split, and per-split summaries (what they read is a :class:`~.data_spec.DataSpec`).
+"""What the real-data studies share: group-aware splits, the learner's settings, learning and scoring per split.
+
+They also share per-split summaries; what they read is a :class:`~.data_spec.DataSpec`.
 
 >>> import numpy as np
 >>> [(len(tr), len(te)) for tr, te in group_splits(np.repeat(["a", "b", "c", "d"], 2), n_splits=2)]
@@ -85,14 +86,14 @@ PROTOCOLS = {
 
 
 def get_protocol(protocol) -> Protocol:
-    """A :class:`Protocol` from itself or its name in :data:`PROTOCOLS`."""
+    """Return a :class:`Protocol` from itself or its name in :data:`PROTOCOLS`."""
     if isinstance(protocol, Protocol):
         return protocol
     return PROTOCOLS[check_choice("protocol", protocol, tuple(PROTOCOLS))]
 
 
 def shuffle_splits(groups, n_splits: int = 20, first_seed: int = 100, keys=None, quick: bool = False):
-    """The released experiment's splits: split ``r`` shuffles the groups with ``random.Random(first_seed + r)``.
+    """Return the released experiment's splits: split ``r`` shuffles the groups with ``random.Random(first_seed + r)``.
 
     The groups are taken in the order they first appear among the cases (or
     by ``keys``, :func:`ordered_groups`); the first half (rounded down) of each
@@ -128,9 +129,11 @@ def learner_settings(quick: bool) -> dict:
 
 
 def on_regime(study_on_cases, data, regime: str, keep_fraction: float, n_splits: int, seed: int, progress: bool):
-    """Load one regime of ``data`` (a :class:`~.data_spec.DataSpec` or a dataset name) and run
-    ``study_on_cases(cases, keep_fraction, n_splits, seed, quick, regime, progress)`` on its cases; the
-    result's ``info`` starts with the dataset's counts and the data that ran (:meth:`~.data_spec.DataSpec.info`)."""
+    """Load one regime of ``data`` (a :class:`~.data_spec.DataSpec` or a dataset name) and run a study on its cases.
+
+    The study runs as ``study_on_cases(cases, keep_fraction, n_splits, seed, quick, regime, progress)``; the
+    result's ``info`` starts with the dataset's counts and the data that ran (:meth:`~.data_spec.DataSpec.info`).
+    """
     keep_fraction = check_fraction("keep_fraction", keep_fraction)
     check_choice("regime", regime, REGIMES)
     data = DataSpec.of(data)
@@ -141,7 +144,7 @@ def on_regime(study_on_cases, data, regime: str, keep_fraction: float, n_splits:
 
 
 def ordered_groups(groups, keys=None) -> np.ndarray:
-    """The distinct groups, in the order of their smallest case key (:attr:`~memlib.cases.CaseSet.keys`).
+    """Return the distinct groups, in the order of their smallest case key (:attr:`~memlib.cases.CaseSet.keys`).
 
     Without keys, sorted by name. Keys that describe content and name no
     identifier make every split independent of how the ids are spelled and of
@@ -208,7 +211,7 @@ def quick_splits(n_splits: int, quick: bool) -> int:
 
 
 def split_plan(groups, n_splits: int, seed: int, keys=None, quick: bool = False):
-    """The group-aware splits of :func:`group_splits` and one learner seed per split (:func:`quick_splits`)."""
+    """Return the group-aware splits of :func:`group_splits` and one learner seed per split (:func:`quick_splits`)."""
     n_splits = quick_splits(n_splits, quick)
     return group_splits(groups, n_splits, seed, keys=keys), np.random.SeedSequence(seed).generate_state(n_splits)
 

@@ -1,5 +1,6 @@
-"""The analyses of the cue study (chapter 09, :mod:`memlib.studies.cues`): pure functions over a
-:class:`~memlib.studies.cue_data.CueData`, unit-tested on planted data.
+"""The analyses of the cue study (chapter 09, :mod:`memlib.studies.cues`).
+
+They are pure functions over a :class:`~memlib.studies.cue_data.CueData`, unit-tested on planted data.
 
 :func:`evaluate` fits every learner on the same splits (:func:`logo_splits` for
 leave-one-group-out), :func:`summarise_cases` and :func:`paired_gap` summarise it with
@@ -339,8 +340,10 @@ def transfer_share(summary: pd.DataFrame, random_level: float) -> pd.DataFrame:
 
 
 def keep_fraction_curve(data: CueData, splits, seeds, fractions=CURVE_FRACTIONS, quick: bool = False):
-    """Test retention against the keep fraction: the paper's value (learned at each fraction) and the
-    calibrated cue value (the surrogate, which does not depend on the fraction), on the same splits.
+    """Compare test retention across keep fractions: the paper's value against the calibrated cue value.
+
+    The paper's value is learned at each fraction; the calibrated cue value (the surrogate) does not
+    depend on the fraction. Both are scored on the same splits.
 
     Returns ``model, keep_fraction, mean, std`` over splits.
     """

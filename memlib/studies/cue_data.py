@@ -1,7 +1,7 @@
-"""The data of the cue study (chapter 09, :mod:`memlib.studies.cues`): :class:`CueData`, a dataset's
-blind cases and their cue table (raw and calibrated), the cue models it serves
-(:data:`CUE_MODELS`, :meth:`CueData.table`), and :func:`load_cue_data`, which builds one from a
-dataset.
+"""The data of the cue study (chapter 09, :mod:`memlib.studies.cues`).
+
+:class:`CueData` holds a dataset's blind cases and their cue table (raw and calibrated) and serves the
+cue models (:data:`CUE_MODELS`, :meth:`CueData.table`); :func:`load_cue_data` builds one from a dataset.
 
 >>> CUE_MODELS
 ('cues', 'cues_no_position', 'cues_user')
@@ -41,7 +41,7 @@ class CueData:
             self.calibrated = self.raw.calibrated()
 
     def table(self, calibrated: bool, model: str = "cues") -> CueTable:
-        """The cue table a model reads.
+        """Return the cue table a model reads.
 
         ``cues``: every cue; ``cues_no_position`` drops the position group; ``cues_user`` drops
         it too and adds each remaining cue times ``is_user`` (raw, 0 or 1), so that a user's
@@ -62,7 +62,7 @@ class CueData:
         return CueTable(values, names, t.length, t.calibrated_, t.seconds, t.n_turns)
 
     def subset(self, idx) -> tuple[CaseSet, CueData]:
-        """The cases at ``idx`` and their histories' cues."""
+        """Return the cases at ``idx`` and their histories' cues."""
         idx = np.asarray(idx, dtype=np.int64)
         used = np.unique(self.cases.case_haystack[idx])
         cs = self.cases.subset(idx)

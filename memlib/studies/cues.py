@@ -76,7 +76,7 @@ HEADLINE = {"model": "cues", "learner": "surrogate", "calibrated": True}
 
 
 def headline(summary: pd.DataFrame, evaluation: str = "grouped") -> pd.Series:
-    """The :data:`HEADLINE` row of ``summary`` for one evaluation."""
+    """Return the :data:`HEADLINE` row of ``summary`` for one evaluation."""
     d = summary[summary["evaluation"] == evaluation]
     for k, v in HEADLINE.items():
         d = d[d[k] == v]
@@ -122,8 +122,11 @@ def gold_profile(data: CueData) -> pd.DataFrame:
 
 
 def read_weights(table: pd.DataFrame, top: int = 4) -> str:
-    """The weight table in words: the cues that mark turns to keep, those that mark turns to forget,
-    and those whose sign the data do not settle (95% intervals)."""
+    """Put the weight table in words.
+
+    It names the cues that mark turns to keep, those that mark turns to forget, and those whose sign the
+    data do not settle (95% intervals).
+    """
 
     def names(d):
         d = d.reindex(d["weight"].abs().sort_values(ascending=False).index).head(top)
@@ -143,7 +146,7 @@ def read_weights(table: pd.DataFrame, top: int = 4) -> str:
 
 
 def curve_table(curve: pd.DataFrame) -> pd.DataFrame:
-    """The keep-fraction curve in the layout of :func:`memlib.plots.sweep_lines` (``policy`` column)."""
+    """Put the keep-fraction curve in the layout of :func:`memlib.plots.sweep_lines` (``policy`` column)."""
     return curve.rename(columns={"model": "policy"})
 
 
@@ -194,7 +197,7 @@ class CueStudyResult:
 def cue_study_on_data(
     data, keep_fraction=0.3, n_splits=10, seed=0, quick=False, source=None, n_boot=1000, weight_boot=50, progress=False
 ) -> CueStudyResult:
-    """The whole cue study on loaded :class:`CueData` (``source``: another one to transfer from)."""
+    """Run the whole cue study on loaded :class:`CueData` (``source``: another one to transfer from)."""
     import time
 
     keep_fraction = check_fraction("keep_fraction", keep_fraction)
@@ -260,9 +263,12 @@ def cue_study_on_data(
 
 
 def _gaps(per_case, summary, n_boot, seed) -> pd.DataFrame:
-    """Paired gaps on the grouped splits: best linear cue value minus the best non-linear one and the
-    paper's value; every model with position cues minus without. ``gap`` names the kind of each row
-    (``linear_vs_nonlinear``, ``linear_vs_paper``, ``position_cues``); ``comparison`` says what it compares."""
+    """Paired gaps on the grouped splits.
+
+    The best linear cue value minus the best non-linear one and the paper's value; every model with
+    position cues minus without. ``gap`` names the kind of each row (``linear_vs_nonlinear``,
+    ``linear_vs_paper``, ``position_cues``); ``comparison`` says what it compares.
+    """
     g = summary[summary["evaluation"] == "grouped"]
     lin = g[g["learner"].isin(LINEAR_LEARNERS) & (g["model"] == "cues")].sort_values("mean").iloc[-1]
     non = g[g["learner"].isin(NONLINEAR_LEARNERS) & (g["model"] == "cues")].sort_values("mean").iloc[-1]
@@ -308,8 +314,11 @@ def cue_study(
     transfer_from: DataSpec | str | None = None,
     progress: bool = False,
 ) -> CueStudyResult:
-    """The cue study on ``data`` (see the module docstring); ``transfer_from`` is data to learn on
-    and test here (a dataset name reads it as ``data`` reads its own: quick mode, embedding)."""
+    """Run the cue study on ``data`` (see the module docstring).
+
+    ``transfer_from`` is data to learn on and test here (a dataset name reads it as ``data`` reads its
+    own: quick mode, embedding).
+    """
     data = DataSpec.of(data).reads("cues", *READS)
     here = load_cue_data(data, progress=progress)
     source = None

@@ -105,7 +105,7 @@ class DataSpec:
 
     @classmethod
     def of(cls, data, like: DataSpec | None = None) -> DataSpec:
-        """``data`` as a spec: a :class:`DataSpec` as it is; a dataset name or path as ``like`` on that dataset.
+        """Return ``data`` as a spec: a :class:`DataSpec` as it is; a dataset name or path as ``like`` on that dataset.
 
         A study's ``data`` parameter takes either; a name reads the dataset as the study's
         default spec (``like``; :class:`DataSpec`'s defaults without one) reads its own.
@@ -123,7 +123,7 @@ class DataSpec:
         return FACTOR_SET_GROUPS.get(self.factor_set, (self.factor_set,))
 
     def resolved(self) -> DataSpec:
-        """The spec that runs: in quick mode the first ``quick_limit`` groups (or ``limit``), no sample.
+        """Return the spec that runs: in quick mode the first ``quick_limit`` groups (or ``limit``), no sample.
 
         The one quick rule of the studies' data. Two specs that read the same data resolve equal.
         """
@@ -132,7 +132,7 @@ class DataSpec:
         return dataclasses.replace(self, limit=self.limit or self.quick_limit, sample=None)
 
     def table(self) -> pd.DataFrame:
-        """What runs (:meth:`resolved`), one row per field, for a chapter to show.
+        """Show what runs (:meth:`resolved`), one row per field, for a chapter to show.
 
         >>> DataSpec("locomo", quick=True).table().loc[["quick", "limit"], "runs"].tolist()
         [True, 4]
@@ -141,7 +141,7 @@ class DataSpec:
         return pd.DataFrame({"runs": list(runs.values())}, index=pd.Index(list(runs), name="field"), dtype=object)
 
     def reads(self, study: str, *fields: str) -> DataSpec:
-        """This spec, refused if it sets a field ``study`` does not read (a field left at its default is not set).
+        """Return this spec, refused if it sets a field ``study`` does not read (a field at its default is not set).
 
         Every study reads ``quick_limit`` (the loader does).
 
@@ -159,7 +159,7 @@ class DataSpec:
         return self
 
     def load_dataset(self):
-        """The part of the dataset the spec reads (:meth:`resolved`): a :class:`memlib.datasets.Dataset`."""
+        """Load the part of the dataset the spec reads (:meth:`resolved`): a :class:`memlib.datasets.Dataset`."""
         from memlib import datasets
 
         if self.dataset is None:
@@ -204,7 +204,7 @@ class DataSpec:
         return ds, anns
 
     def info(self) -> dict:
-        """What a result's ``info`` records of the data that ran (:meth:`resolved`): sample, factor set, embedding."""
+        """Return a result's ``info`` on the data that ran (:meth:`resolved`): sample, factor set, embedding."""
         spec = self.resolved()
         return {"sample": spec.sample, "factor_set": spec.factor_set, "embedding": spec.embedding_setting}
 

@@ -23,7 +23,7 @@ from memlib.studies.data_spec import LOCOMO, DataSpec
 def mlp_ablation_on_cases(
     cases: CaseSet, keep_fraction=0.3, n_splits=20, seed=0, quick=False, regime="blind", progress=False
 ) -> RealDataResult:
-    """An MLP ``[16, 16]`` and the linear value, fit and scored on the same group-aware splits of ``cases``.
+    """Fit and score an MLP ``[16, 16]`` and the linear value on the same group-aware splits of ``cases``.
 
     ``summary`` has rows ``learned_V``, ``mlp`` and ``mlp_minus_linear`` (the
     paired per-split difference; ``win_share`` is the share of splits the MLP
@@ -68,7 +68,7 @@ def mlp_ablation_on_cases(
 def mlp_ablation(
     data: DataSpec | str = LOCOMO, keep_fraction=0.3, n_splits=20, seed=0, regime="blind", progress=False
 ) -> RealDataResult:
-    """The MLP ablation on one regime of ``data`` (see :func:`mlp_ablation_on_cases`)."""
+    """Run the MLP ablation on one regime of ``data`` (see :func:`mlp_ablation_on_cases`)."""
     return on_regime(mlp_ablation_on_cases, data, regime, keep_fraction, n_splits, seed, progress)
 
 
@@ -77,7 +77,7 @@ VERDICTS = ("tie", "mlp_ahead", "linear_ahead")
 
 
 def difference_interval(per_split: pd.DataFrame, z: float = 1.96) -> pd.DataFrame:
-    """The mean paired difference (MLP minus linear) over splits, its interval and what it says, per regime.
+    """Return the mean paired difference (MLP minus linear) over splits, its interval and what it says, per regime.
 
     The interval is the normal approximation over splits, ``mean +- z * std / sqrt(n)`` (95% for
     ``z = 1.96``); ``verdict`` is ``tie`` when it holds zero, else ``mlp_ahead`` or ``linear_ahead``

@@ -98,5 +98,5 @@ def optimiser_comparison_on_cases(
 def optimiser_comparison(
     data: DataSpec | str = LOCOMO, keep_fraction=0.3, n_splits=20, seed=0, regime="blind", progress=False
 ) -> RealDataResult:
-    """The optimiser comparison on one regime of ``data`` (see :func:`optimiser_comparison_on_cases`)."""
+    """Run the optimiser comparison on one regime of ``data`` (see :func:`optimiser_comparison_on_cases`)."""
     return on_regime(optimiser_comparison_on_cases, data, regime, keep_fraction, n_splits, seed, progress)

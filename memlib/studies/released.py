@@ -129,8 +129,9 @@ def causality_table() -> pd.DataFrame:
 
 
 def _blind(data: DataSpec, readings, embedding, protocol, *, keep_fraction, n_splits, progress, policies=None):
-    """Blind per-case retention and weights of one reading and protocol (``readings`` over the released set)
-    on the dataset and part ``data`` names.
+    """Blind per-case retention and weights of one reading and protocol on the dataset and part ``data`` names.
+
+    ``readings`` are read over the released set.
 
     Readings that are the ``paper`` set's in every respect are that set (its table, its float32 storage).
     """
@@ -297,7 +298,7 @@ PARTS = ("table3", "figure3", "mlp", "ladder", "causal")
 def released_study(
     data: DataSpec | str = DATA, keep_fraction=0.3, n_splits=20, n_boot=1000, parts=PARTS, progress=False
 ) -> ReleasedResult:
-    """The released experiment on ``data`` (256 word pieces), beside the paper and the authors' files.
+    """Run the released experiment on ``data`` (256 word pieces), beside the paper and the authors' files.
 
     ``data`` chooses the dataset and its part; the factor set and the embedding are the released
     experiment's (:data:`DATA`). ``parts`` chooses what to run besides Table 3: ``figure3``, ``mlp`` (the MLP
@@ -367,7 +368,7 @@ def released_study(
 
 
 def mlp_released(cases, keep_fraction: float = 0.3, n_splits: int = 20, quick: bool = False) -> pd.DataFrame:
-    """The released MLP ablation on blind ``cases``: the MLP and the linear value on the released splits.
+    """Run the released MLP ablation on blind ``cases``: the MLP and the linear value on the released splits.
 
     Returns ``policy, mean, std, win_share, paper_mean, authors_mean`` for ``learned_V``,
     ``mlp`` and ``mlp_minus_linear`` (the paired per-split difference; ``win_share``

@@ -158,7 +158,7 @@ def session_overlap(ds, n_splits: int = 20, seed: int = 0) -> dict:
 
 
 def _components(sets) -> int:
-    """Connected components of items joined when their sets share an element (union-find)."""
+    """Count the connected components of items joined when their sets share an element (union-find)."""
     parent = list(range(len(sets)))
 
     def find(x):
@@ -417,7 +417,7 @@ DATA = DataSpec("longmemeval_s", factor_set="both")
 def reproduce(
     data: DataSpec | str = DATA, keep_fraction=0.3, n_splits=20, seed=0, readings=True, progress=False
 ) -> ReproductionResult:
-    """The paper's real-data results on ``data``, beside the paper's, with the gaps explained.
+    """Reproduce the paper's real-data results on ``data``, beside the paper's, with the gaps explained.
 
     Runs Table 3 / Figure 2 in the factor sets of ``data`` (:func:`~.oracle_blind.oracle_vs_blind`;
     paper and extended in :data:`DATA`), the MLP ablation and the keep-fraction sweep on the
@@ -479,7 +479,7 @@ def embedding_check(
     progress: bool = False,
     settings=("fast", "int8"),
 ) -> ReproductionResult:
-    """The faster embedding settings against the ``reference`` one on part of ``data`` (a seeded sample).
+    """Compare the faster embedding settings against the ``reference`` one on part of ``data`` (a seeded sample).
 
     ``agreement`` is :func:`embedding_agreement` on that part; ``table`` holds
     Table 3 (paper factor set) under each setting: ``policy, regime, reference``,

@@ -50,7 +50,7 @@ STREAM_KS = (5, 10, 30)
 
 
 def stream_policy(name: str, beta: float = 1.0) -> Policy:
-    """The store policy of one row of the comparison (``beta`` applies to ``learned_V``)."""
+    """Return the store policy of one row of the comparison (``beta`` applies to ``learned_V``)."""
     check_choice("policy", name, STREAM_POLICIES)
     if name == "learned_V_keep":
         return make_policy("learned_V", keep_top_value=True, value_weight=0.5, mood_weight=0.1, beta=beta)
@@ -59,7 +59,7 @@ def stream_policy(name: str, beta: float = 1.0) -> Policy:
 
 
 def budget_count(budget, n_turns: int) -> int:
-    """A budget given as a share of the history (float in (0, 1)) or as an absolute count (int >= 1).
+    """Count the turns of a budget given as a share of the history (float in (0, 1)) or as a count (int >= 1).
 
     A share is what ``--keep-fraction`` sets, and its errors name ``keep_fraction``.
 
@@ -72,7 +72,7 @@ def budget_count(budget, n_turns: int) -> int:
 
 
 def history_frame(ds, rows: np.ndarray) -> pd.DataFrame:
-    """The turns at ``rows`` of ``ds.turns`` (in time order): text, role, speaker, session and time in days."""
+    """Return the turns at ``rows`` of ``ds.turns`` (in time order): text, role, speaker, session and time in days."""
     turns = ds.turns
     ts = ((turns["timestamp"].to_numpy()[rows] - np.datetime64("1970-01-01")) / np.timedelta64(1, "D")).astype(float)
     return pd.DataFrame(

@@ -84,7 +84,7 @@ def synthetic_confounds(
     keep_fraction: float = 0.4,
     quick: bool = False,
 ) -> SyntheticResult:
-    """The synthetic confound study (Table 2): learn on ``n_train`` cases, test on ``n_test``.
+    """Run the synthetic confound study (Table 2): learn on ``n_train`` cases, test on ``n_test``.
 
     Training and test cases are drawn from independent random streams derived
     from ``seed``, so they are disjoint.
