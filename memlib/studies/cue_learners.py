@@ -1,5 +1,6 @@
-"""The learners of the cue study (chapter 09, :mod:`memlib.studies.cues`): one value model fit on
-the training cases of a :class:`~memlib.studies.cue_data.CueData`.
+"""The learners of the cue study (chapter 09, :mod:`memlib.studies.cues`).
+
+Each fits one value model on the training cases of a :class:`~memlib.studies.cue_data.CueData`.
 
 :func:`fit_cue_model` fits one of :data:`LEARNERS` (linear searches and the convex surrogate over
 standardised cues, or a non-linear ceiling, run on one thread by :func:`single_thread`);
@@ -33,6 +34,7 @@ from memlib.learning import (
 )
 from memlib.metrics import RetentionEvaluator
 from memlib.studies.cue_data import CueData
+from memlib.value import LinearValue
 
 #: Linear learners of the cue value (signed weights).
 LINEAR_LEARNERS = ("hill_climb", "cma_es", "surrogate", "surrogate+hill_climb")
@@ -140,7 +142,7 @@ def _fit_nonlinear(learner, X, Z, mu, sd, tab, target, train, table_of, budget, 
 
 
 def paper_weights(train: CueData, keep_fraction: float, seed: int, quick: bool) -> np.ndarray:
-    """The paper's value (seven factors, Algorithm 1) learned on ``train``: its float32 weights."""
+    """Learn the paper's value (seven factors, Algorithm 1) on ``train`` and return its float32 weights."""
     n_iter = learner_budget(quick)["n_iter"] if quick else N_ITER
     res = hill_climb(
         RetentionEvaluator(train.cases, keep_fraction).objective,
@@ -153,12 +155,12 @@ def paper_weights(train: CueData, keep_fraction: float, seed: int, quick: bool) 
 
 
 def _paper_scores(train: CueData, test: CueData, keep_fraction: float, seed: int, quick: bool) -> np.ndarray:
-    """The paper's value learned on ``train`` (:func:`paper_weights`), scored on ``test``."""
-    return test.cases.factors @ paper_weights(train, keep_fraction, seed, quick)
+    """Score on ``test`` the paper's value learned on ``train`` (:func:`paper_weights`)."""
+    return LinearValue(paper_weights(train, keep_fraction, seed, quick)).score(test.cases)
 
 
 def _table_of(calibrated: bool, model: str):
-    """A ``table_of`` for :func:`fit_cue_model`: the table of ``model`` (raw or calibrated cues)."""
+    """Return a ``table_of`` for :func:`fit_cue_model`: the table of ``model`` (raw or calibrated cues)."""
     return lambda data: data.table(calibrated, model)
 
 

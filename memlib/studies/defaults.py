@@ -54,6 +54,7 @@ from memlib.metrics import RetentionEvaluator, keep_count
 from memlib.studies._common import learner_settings
 from memlib.studies.data_spec import EACH, DataSpec
 from memlib.studies.stream import two_folds
+from memlib.value import LinearValue
 
 #: Datasets the defaults are measured on (two kinds of conversation: person-person and user-assistant).
 DATASETS = ("locomo", "longmemeval_s")
@@ -157,7 +158,7 @@ class History:
 
 
 def load_history(data: DataSpec | str, progress: bool = False) -> History:
-    """The blind (paper) annotation of ``data``, its store cues, sessions, embeddings and valences."""
+    """Load the blind (paper) annotation of ``data``, its store cues, sessions, embeddings and valences."""
     from memlib.cues import compute_cues
     from memlib.embeddings import embed_cached
     from memlib.factors import emotion_features
@@ -223,19 +224,19 @@ def learn_values(train: list[History], keep_fraction: float, seed: int = 0, quic
 
 
 def _cue_fn(cv):
-    def fn(h: History, g: int, n: int):  # eq. 3 reads V-bar: a cue value can be negative
-        v_bar = cv.normalise(cv(h.cues[g, :n]))
-        return v_bar, v_bar
+    def fn(h: History, g: int, n: int):  # eq. 3 reads what the value says it reads (V-bar for a signed value)
+        v = cv.score(h.cues[g, :n])
+        return cv.eq3_value(v), cv.normalise(v)
 
     return fn
 
 
 def _paper_fn(w):
-    total = float(np.sum(w))
+    lv = LinearValue(w)
 
     def fn(h: History, g: int, n: int):
-        v = h.cases.factors[g, :n].astype(np.float64) @ w
-        return v, v / total if total > 0 else np.zeros(n)
+        v = lv.score(h.cases.factors[g, :n].astype(np.float64))
+        return lv.eq3_value(v), lv.normalise(v)
 
     return fn
 
@@ -318,7 +319,7 @@ class DefaultsResult:
 
 
 def _choose(rows: pd.DataFrame, keys: list[str], metric: str) -> dict:
-    """The configuration with the best mean over datasets of ``metric`` (ties: the first listed)."""
+    """Choose the configuration with the best mean over datasets of ``metric`` (ties: the first listed)."""
     m = rows[rows["metric"] == metric].groupby(keys, sort=False, dropna=False)["mean"].mean()
     best = m.idxmax()
     return dict(zip(keys, best if isinstance(best, tuple) else (best,)))
@@ -486,7 +487,7 @@ def choose_defaults(
     measured: DefaultsResult | None = None,
     data: DataSpec = EACH,
 ) -> dict:
-    """The defaults file's content: the choice made on *all* histories, and the held-out numbers.
+    """Return the defaults file's content: the choice made on *all* histories, and the held-out numbers.
 
     The file holds a cue value: if the paper's seven-factor value won, there is no cue value to
     ship and a :class:`~memlib._checks.ParameterError` says so (the store would then need the

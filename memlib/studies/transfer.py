@@ -52,6 +52,7 @@ from memlib.studies.cues import (
     paper_weights,
 )
 from memlib.studies.data_spec import DataSpec
+from memlib.value import LinearValue
 
 #: The corpora a value is learned on and tested on.
 CORPORA = ("locomo", "longmemeval_s", "realmem")
@@ -128,7 +129,7 @@ def fit_value(model: str, train: CueData, keep_fraction: float, seed: int = 0, q
     check_choice("model", model, MODELS)
     if model == PAPER_MODEL:
         w = paper_weights(train, keep_fraction, seed, quick)
-        return lambda data: data.cases.factors @ w
+        return lambda data: LinearValue(w).score(data.cases)
     score, _ = fit_cue_model(CUE_LEARNER, train, _table_of(True, model), keep_fraction, seed, quick)
     return score
 
@@ -160,11 +161,11 @@ def fit_worst_case(model: str, datas, keep_fraction: float, seed: int = 0, quick
 
         def worst(w):
             w = np.where(live, np.clip(w, 0, None), 0).astype(np.float32)
-            return min(ev.mean(d.cases.factors @ w) for ev, d in zip(evs, datas))
+            return min(ev.mean(LinearValue(w).score(d.cases)) for ev, d in zip(evs, datas))
 
         w = hill_climb_signed(worst, np.where(live, start, 0), n_iter=n_iter, seed=seed).weights
         w = np.where(live, np.clip(w, 0, None), 0).astype(np.float32)
-        return (lambda data: data.cases.factors @ w), w
+        return (lambda data: LinearValue(w).score(data.cases)), w
     table_of = _table_of(True, model)
     tab = table_of(pooled)
     mu, sd = _standardise(tab.values, tab.valid)
@@ -223,7 +224,7 @@ def weight_signs(corpora: dict, keep_fraction: float = 0.3, seed: int = 0, quick
 
 
 def _uniform(data: CueData) -> np.ndarray:
-    return data.cases.factors @ np.ones(data.cases.factors.shape[-1], np.float32)
+    return LinearValue(np.ones(7, np.float32)).score(data.cases)
 
 
 def transfer_matrix(
@@ -296,8 +297,9 @@ def transfer_matrix(
 
 
 def summarise(per_case: pd.DataFrame, random_levels: dict, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
-    """Mean test retention of each (model, train, test) with a 95% interval over the target's groups, and
-    the share of the in-domain gain over uniform that survives.
+    """Mean test retention of each (model, train, test) with a 95% interval over the target's groups.
+
+    Each row also gives the share of the in-domain gain over uniform that survives.
 
     The mean is over every test case of every split (each split holds a different half of the groups);
     the interval resamples groups, each group's figure being its mean over the splits it was tested in.
