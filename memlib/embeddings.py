@@ -573,19 +573,11 @@ def encode(texts, setting="fast", device: str | None = None, batch_size: int = 6
     return embed_uncached(texts, setting, device, batch_size)
 
 
-def embed(
-    texts,
-    max_seq_length=256,
-    batch_size: int = 64,
-    cache: EmbeddingCache | None = None,
-    progress: bool = True,
-    use_cache: bool = True,
-    device: str | None = None,
-) -> np.ndarray:
+def embed(texts, max_seq_length=256, *args, **kwargs) -> np.ndarray:
     """Embed ``texts`` through the disk cache: the deprecated old name of :func:`embed_cached`.
 
     The same arguments and result (``max_seq_length`` is :func:`embed_cached`'s
     ``setting``); each call raises a :class:`DeprecationWarning`.
     """
     _renamed("embed", "embed_cached")
-    return embed_cached(texts, max_seq_length, batch_size, cache, progress, use_cache, device)
+    return embed_cached(texts, max_seq_length, *args, **kwargs)
