@@ -279,7 +279,7 @@ def compute_cues(ds, annotation, embedding: str = "fast", progress: bool = False
         Aligned with ``annotation.cases``: history ``g``, position ``n`` is row
         ``annotation.turn_rows[g, n]`` of ``ds.turns``.
     """
-    from memlib.embeddings import embed
+    from memlib.embeddings import embed_cached
 
     if annotation.regime != "blind":
         raise ParameterError(f"cues are blind: pass the blind annotation, not the {annotation.regime!r} one")
@@ -314,7 +314,7 @@ def compute_cues(ds, annotation, embedding: str = "fast", progress: bool = False
 
     t_embed = time.perf_counter()
     E_text = np.zeros((len(ds.texts), 384), np.float32)
-    E_text[used_texts] = embed([ds.texts[i] for i in used_texts], max_seq_length=embedding, progress=progress)
+    E_text[used_texts] = embed_cached([ds.texts[i] for i in used_texts], setting=embedding, progress=progress)
     t0 = time.perf_counter()
     seconds["embeddings_from_cache"] = t0 - t_embed
     nov = np.zeros((G, N), np.float32)

@@ -25,9 +25,9 @@ import numpy as np
 import pandas as pd
 
 from memlib import FACTORS
+from memlib._cachefiles import CORRUPT_ERRORS, atomic_savez, read_npz
 from memlib.cases import CaseSet
 from memlib.datasets import Dataset, DatasetError
-from memlib.embeddings import CORRUPT_ERRORS, atomic_savez, read_npz
 
 
 @dataclass

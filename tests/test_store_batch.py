@@ -333,7 +333,7 @@ def test_the_default_embedder_is_the_direct_encoder_at_the_fast_setting(monkeypa
         seen.append((list(texts), setting))
         return fake_embed(texts).astype(np.float32)
 
-    monkeypatch.setattr(Emb, "encode", encode)
+    monkeypatch.setattr(Emb, "embed_uncached", encode)
     st = MemoryStore()
     st.add_many([{"text": "one", "time": 0.0}, {"text": "two"}])
     st.retrieve("one", k=1)

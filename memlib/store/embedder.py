@@ -1,7 +1,7 @@
 """The embedder adapter: how a store turns texts into its unit vectors, and checks every vector it is given.
 
 :class:`Embedder` wraps the ``embedder`` argument of a store (any callable from a
-list of texts to an ``(n, 384)`` array; by default :func:`memlib.embeddings.encode`
+list of texts to an ``(n, 384)`` array; by default :func:`memlib.embeddings.embed_uncached`
 at the ``fast`` setting) and checks what it returns, so that a wrong shape, a NaN or a
 zero row is one :class:`~memlib._checks.ParameterError` naming the embedder.
 :func:`check_vector` checks a vector a caller passes (an embedding, a query
@@ -90,10 +90,10 @@ class Embedder:
     def __call__(self, texts: list[str]) -> np.ndarray:
         """(n, 384) float64 embeddings of ``texts``, in one call, checked (rows are not yet unit length)."""
         if self.fn is None:
-            from memlib.embeddings import encode
+            from memlib.embeddings import embed_uncached
 
             with _DEFAULT_EMBEDDER_LOCK:
-                name, raw = "memlib.embeddings.encode (the default)", encode(texts, setting="fast")
+                name, raw = "memlib.embeddings.embed_uncached (the default)", embed_uncached(texts, setting="fast")
         else:
             name = getattr(self.fn, "__qualname__", None) or repr(self.fn)[:80]
             raw = self.fn(texts)

@@ -89,7 +89,7 @@ class MemoryStore(ValueSettings, Persistence):
         :meth:`retrieve_many` get text without an embedding (rows are made unit
         length). A wrong shape, a NaN or infinity, or a zero row raises a
         :class:`ParameterError` naming the embedder. Default:
-        :func:`memlib.embeddings.encode` at the ``fast`` setting (128 word
+        :func:`memlib.embeddings.embed_uncached` at the ``fast`` setting (128 word
         pieces, the setting the studies annotate at, so the store's embeddings
         match those the learned weights came from), straight from the model with
         no disk cache. The model loads on the first embedding, not before; call

@@ -78,7 +78,7 @@ def enabled() -> bool:
 
 def folder() -> Path:
     """Where results are cached: ``memlib.embeddings.cache_root() / "results"``."""
-    from memlib.embeddings import cache_root
+    from memlib._cachefiles import cache_root
 
     return cache_root() / "results"
 
