@@ -80,7 +80,7 @@ def main():
         tag = embeddings.model_tag(backend)
         cache = embeddings.EmbeddingCache(tempfile.mkdtemp(prefix="memlib-bench-emb-"), tag, max_seq_length=length)
         t = time.perf_counter()
-        embeddings.embed(texts, args.setting, cache=cache, progress=False, device=args.device)
+        embeddings.embed_cached(texts, args.setting, cache=cache, progress=False, device=args.device)
         embed_stage = time.perf_counter() - t
 
     kw = {"embedding": args.setting, "device": args.device, "progress": False}

@@ -4,7 +4,7 @@ On a seeded random sample of a dataset's distinct turn texts (default: 400 texts
 LongMemEval-S, as in issue 8), with the bare SentenceTransformer and nothing cached, it times:
 
   * ``256, shuffled``: the reference length (256 word pieces), texts in random order;
-  * ``256, by length``: the same with length bucketing (longest first, as ``memlib.embed`` does);
+  * ``256, by length``: the same with length bucketing (longest first, as ``memlib.embeddings.embed_cached`` does);
   * ``128, by length``: the ``fast`` setting (the length the model was trained at);
 
 and prints texts/s, the speed-up over the first row, the projected time for all distinct texts

@@ -31,7 +31,7 @@ t0 = time.perf_counter()
 from memlib import datasets, factors
 ds = datasets.load(sys.argv[1])
 t_load = time.perf_counter() - t0
-ann = factors.annotate(ds, "blind", embedding=sys.argv[2], progress=False)
+ann = factors.annotate(ds, "blind", embedding_setting=sys.argv[2], progress=False)
 peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # kB on Linux
 figures = {
     "peak_rss_gb": round(peak_kb / 1e6, 3),

@@ -33,7 +33,7 @@ else synthetic short sentences. It prints JSON figures:
   rounds, and ``add_many_over_bare``, their ratio (target: at most 1.2);
 * ``single_add_p50_ms`` and ``p90``: one ``MemoryStore.add`` at a time,
   the first call excluded, and the same for the old default embedding path
-  (``memlib.embeddings.embed`` through an on-disk cache at 256 word pieces, in a
+  (``memlib.embeddings.embed_cached`` through an on-disk cache at 256 word pieces, in a
   fresh temporary cache) for comparison.
 
 ``--against FOLDER`` instead runs the speed table for the memlib in ``FOLDER`` (e.g. the
@@ -264,7 +264,7 @@ def agent(n: int, repeat: int, singles: int, old_singles: int) -> dict:
     """The store in an agent loop: warm-up, first add, add_many against the bare model, single adds."""
     import sys
 
-    from memlib.embeddings import SETTINGS, EmbeddingCache, embed, load_model
+    from memlib.embeddings import SETTINGS, EmbeddingCache, embed_cached, load_model
     from memlib.store import MemoryStore
 
     turns, source = user_turns(n)
@@ -313,7 +313,7 @@ def agent(n: int, repeat: int, singles: int, old_singles: int) -> dict:
     out["single_add_n"] = len(s)
     with tempfile.TemporaryDirectory() as folder:
         cache = EmbeddingCache(folder, max_seq_length=256)
-        s = single_adds(MemoryStore(embedder=lambda t: embed(t, cache=cache, progress=False)), old_singles)
+        s = single_adds(MemoryStore(embedder=lambda t: embed_cached(t, cache=cache, progress=False)), old_singles)
     out["old_path_single_add_p50_ms"] = round(statistics.median(s), 2)
     out["old_path_single_add_p90_ms"] = round(float(np.percentile(s, 90)), 2)
     out["old_path_single_add_n"] = len(s)
@@ -449,7 +449,7 @@ def print_table(rows: list[dict]) -> None:
 
 def replay(dataset: str, budget_share: float) -> dict:
     """Replay every history of a dataset through in-memory stores; the store's size against its budget."""
-    from memlib.embeddings import embed
+    from memlib.embeddings import embed_cached
     from memlib.factors import emotional_intensity
     from memlib.store import MemoryStore, ValuePolicy
     from memlib.studies import DataSpec
@@ -459,7 +459,7 @@ def replay(dataset: str, budget_share: float) -> dict:
     histories = {}
     for c, hay in enumerate(usable.cases["haystack"]):
         histories.setdefault(hay, c)
-    E = embed(ds.turns["text"].tolist(), progress=False)  # from the cache
+    E = embed_cached(ds.turns["text"].tolist(), progress=False)  # from the cache
     emotion = emotional_intensity(ds.turns["text"].tolist())
 
     sizes = []

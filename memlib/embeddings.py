@@ -50,17 +50,13 @@ from pathlib import Path
 
 import numpy as np
 
-from memlib._cachefiles import (  # noqa: F401 - re-exported: memlib.embeddings.cache_root etc. keep working
-    CORRUPT_ERRORS,
-    CacheWarning,
-    _fsync_dir,
-    atomic_savez,
-    cache_folder_ok,
-    cache_root,
-    read_npz,
-    report_unwritable,
-    set_aside,
-)
+# ``x as x``: re-exported, so that old callers of memlib.embeddings.atomic_savez etc. keep working
+from memlib._cachefiles import CORRUPT_ERRORS as CORRUPT_ERRORS
+from memlib._cachefiles import CacheWarning as CacheWarning
+from memlib._cachefiles import _fsync_dir, cache_folder_ok, cache_root, set_aside
+from memlib._cachefiles import atomic_savez as atomic_savez
+from memlib._cachefiles import read_npz as read_npz
+from memlib._cachefiles import report_unwritable as report_unwritable
 from memlib._checks import check_int
 from memlib._text import CUT_CHARS_PER_PIECE, clean_text, cut_to_word_pieces
 from memlib.embedding_cache import (  # noqa: F401 - re-exported: memlib.embeddings.EmbeddingCache etc.

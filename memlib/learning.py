@@ -104,23 +104,14 @@ def hill_climb(
         raise ParameterError(f"live must be a boolean mask of length {len(FACTORS)}")
     if not live.any():
         raise ParameterError("no live factor to learn: every factor is identically zero in the data")
-    n_iter = check_int("n_iter", n_iter, minimum=1)
-    restarts = check_int("restarts", restarts, minimum=1)
-    seed = check_int("seed", seed, minimum=0)
-    sigma0 = check_positive("sigma0", sigma0)
-    gamma = check_positive("gamma", gamma)
-    if gamma > 1:
-        raise ParameterError(f"gamma must be in (0, 1], got {gamma}")
-
-    rng = np.random.default_rng(seed)
     idx = np.flatnonzero(live)
 
-    def start(restart):
+    def start(restart, rng, sigma0):
         w = np.zeros(len(FACTORS))
         w[idx] = 1.0 if restart == 0 else rng.uniform(0.0, 2.0, size=len(idx))
         return w
 
-    return _climb(objective, start, idx, n_iter, sigma0, gamma, restarts, rng, lower=0.0)
+    return _climb(objective, start, idx, n_iter, sigma0, gamma, restarts, seed, lower=0.0)
 
 
 #: The released experiment's learner settings (``borge/memory/value.py``, called with ``iters=120`` and
@@ -171,17 +162,25 @@ def hill_climb_released(objective, live, n_iter: int = 120, sigma0: float = 0.5,
     return LearnResult(w, best, [np.array(hist)], [best], n_iter + 1)
 
 
-def _climb(objective, start, idx, n_iter, sigma0, gamma, restarts, rng, lower=None) -> LearnResult:
-    """Algorithm 1's loop, shared by :func:`hill_climb` and :func:`hill_climb_signed`.
+def _climb(objective, start, idx, n_iter, sigma0, gamma, restarts, seed, lower=None) -> LearnResult:
+    """Algorithm 1's loop and the checks of its settings, shared by :func:`hill_climb` and :func:`hill_climb_signed`.
 
-    Each restart begins at ``start(restart)``; each step perturbs a random half of
-    the weights at ``idx`` (clipped below at ``lower`` unless it is None) and keeps
-    the step when the objective strictly improves; ``sigma`` anneals by ``gamma``.
+    Each restart begins at ``start(restart, rng, sigma0)`` (``rng`` is the search's generator,
+    seeded by ``seed``); each step perturbs a random half of the weights at ``idx`` (clipped
+    below at ``lower`` unless it is None) and keeps the step when the objective strictly
+    improves; ``sigma`` anneals by ``gamma``.
     """
+    n_iter = check_int("n_iter", n_iter, minimum=1)
+    restarts = check_int("restarts", restarts, minimum=1)
+    rng = np.random.default_rng(check_int("seed", seed, minimum=0))
+    sigma0 = check_positive("sigma0", sigma0)
+    gamma = check_positive("gamma", gamma)
+    if gamma > 1:
+        raise ParameterError(f"gamma must be in (0, 1], got {gamma}")
     best_w, best_r = None, -np.inf
     histories, finals, n_eval = [], [], 0
     for restart in range(restarts):
-        w = start(restart)
+        w = start(restart, rng, sigma0)
         r_star = float(objective(w))
         n_eval += 1
         sigma = sigma0
@@ -378,21 +377,19 @@ def hill_climb_signed(
     >>> res = hill_climb_signed(lambda w: -np.sum((w - [0.5, -1.0]) ** 2), [1.0, 1.0], n_iter=400)
     >>> np.round(res.weights, 1).tolist()
     [0.5, -1.0]
+    >>> hill_climb_signed(lambda w: 0.0, [1.0], gamma=1.5)   # the settings are checked as hill_climb's are
+    Traceback (most recent call last):
+    ...
+    memlib._checks.ParameterError: gamma must be in (0, 1], got 1.5
     """
-    n_iter = check_int("n_iter", n_iter, minimum=1)
-    restarts = check_int("restarts", restarts, minimum=1)
-    seed = check_int("seed", seed, minimum=0)
-    sigma0 = check_positive("sigma0", sigma0)
-    gamma = check_positive("gamma", gamma)
     w0 = np.asarray(w0, dtype=float)
     scale = np.max(np.abs(w0)) if np.any(w0) else 1.0
     w0 = w0 / scale if np.any(w0) else np.ones_like(w0)
-    rng = np.random.default_rng(seed)
 
-    def start(restart):
+    def start(restart, rng, sigma0):
         return w0.copy() if restart == 0 else w0 + rng.normal(0.0, sigma0, size=len(w0))
 
-    return _climb(objective, start, np.arange(len(w0)), n_iter, sigma0, gamma, restarts, rng)
+    return _climb(objective, start, np.arange(len(w0)), n_iter, sigma0, gamma, restarts, seed)
 
 
 def cma_es_signed(objective, w0, max_evals: int = N_ITER * RESTARTS, sigma0: float = SIGMA0, seed: int = 0):

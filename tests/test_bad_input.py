@@ -368,7 +368,7 @@ def test_stream_names_keep_fraction_not_budget(tmp_path):
 def test_corrupt_embedding_shard_is_named_moved_aside_and_recomputed(tmp_path, monkeypatch, fake_model, damage):
     monkeypatch.setattr(Emb, "SHARD_SIZE", 3)
     texts = [f"text {i}" for i in range(6)]
-    Emb.embed(texts, cache=Emb.EmbeddingCache(tmp_path), progress=False)
+    Emb.embed_cached(texts, cache=Emb.EmbeddingCache(tmp_path), progress=False)
     shard = sorted((tmp_path / "all-MiniLM-L6-v2-256").glob("shard-*.npz"))[0]
     raw = shard.read_bytes()
     bad = {"truncate": raw[: len(raw) // 2], "random": np.random.default_rng(0).bytes(500), "empty": b""}[damage]
@@ -377,7 +377,7 @@ def test_corrupt_embedding_shard_is_named_moved_aside_and_recomputed(tmp_path, m
         cache = Emb.EmbeddingCache(tmp_path)
     assert len(cache) == 3 and not shard.exists() and shard.with_name(shard.name + ".corrupt").read_bytes() == bad
     fake_model.seen.clear()
-    out = Emb.embed(texts, cache=cache, progress=False)
+    out = Emb.embed_cached(texts, cache=cache, progress=False)
     assert len(fake_model.seen) == 3  # only the lost shard's texts
     np.testing.assert_allclose(out, FakeModel().encode(texts))
     with warnings.catch_warnings():

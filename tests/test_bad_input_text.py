@@ -132,8 +132,8 @@ def test_ordinary_texts_embed_bit_for_bit_as_uncut(setting, tmp_path, monkeypatc
     uncut = model.encode(
         texts, batch_size=64, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False
     )
-    np.testing.assert_array_equal(Emb.encode(texts, setting, device="cpu"), uncut)
-    np.testing.assert_array_equal(Emb.embed(texts, setting, progress=False, device="cpu"), uncut)
+    np.testing.assert_array_equal(Emb.embed_uncached(texts, setting, device="cpu"), uncut)
+    np.testing.assert_array_equal(Emb.embed_cached(texts, setting, progress=False, device="cpu"), uncut)
 
 
 class Recording:
@@ -166,14 +166,14 @@ def test_a_2_mb_turn_is_cut_before_the_tokenizer_and_scores_fast(tmp_path, monke
     vader = Fm.vader_scores
     monkeypatch.setattr(Fm, "vader_scores", lambda t, *a: seen.append(len(t)) or vader(t, *a))
     start = time.perf_counter()
-    ann = Fm.annotate(D.load(str(path)), "blind", embedding="fast", progress=False, device="cpu")
+    ann = Fm.annotate(D.load(str(path)), "blind", embedding_setting="fast", progress=False, device="cpu")
     seconds = time.perf_counter() - start
     assert recording.longest <= T.CUT_LIMIT_CHARS_PER_PIECE * 126  # the tokenizer never saw 2 MB
     assert max(seen) <= T.TEXT_BOUND  # nor did VADER
     assert np.isfinite(ann.cases.factors).all() and seconds < 30, seconds
     # the cut text embeds as the whole turn does: compare with a prefix short enough to tokenize whole
     whole = real.encode([giant[:30_000]], convert_to_numpy=True, normalize_embeddings=True)
-    np.testing.assert_array_equal(Emb.encode([giant], "fast", device="cpu"), whole)
+    np.testing.assert_array_equal(Emb.embed_uncached([giant], "fast", device="cpu"), whole)
     start = time.perf_counter()
     cues = Cues.text_cues([giant])
     assert time.perf_counter() - start < 5
@@ -271,11 +271,11 @@ def test_paired_surrogate_escapes_and_escaped_backslashes_are_no_lone_surrogates
 
 @pytest.mark.slow
 def test_the_embedders_clean_text_themselves(tmp_path):
-    a = Emb.encode(["a\ud800b", "ok"], "fast", device="cpu")
-    np.testing.assert_array_equal(a, Emb.encode(["a\ufffdb", "ok"], "fast", device="cpu"))
+    a = Emb.embed_uncached(["a\ud800b", "ok"], "fast", device="cpu")
+    np.testing.assert_array_equal(a, Emb.embed_uncached(["a\ufffdb", "ok"], "fast", device="cpu"))
     cache = Emb.EmbeddingCache(tmp_path, max_seq_length=128)
-    one = Emb.embed(["a\ud800b"], "fast", cache=cache, progress=False, device="cpu")
-    np.testing.assert_array_equal(one, Emb.encode(["a\ufffdb"], "fast", device="cpu"))
+    one = Emb.embed_cached(["a\ud800b"], "fast", cache=cache, progress=False, device="cpu")
+    np.testing.assert_array_equal(one, Emb.embed_uncached(["a\ufffdb"], "fast", device="cpu"))
     assert cache.get(["a\ufffdb"])[1].all()  # cached under the text the model read
 
 
@@ -329,7 +329,7 @@ def test_deep_nesting_on_the_command_line_is_one_line(tmp_path):
 def test_a_shard_of_invalid_vectors_is_named_set_aside_and_recomputed(tmp_path, monkeypatch, fake_model, damage):
     monkeypatch.setattr(Emb, "SHARD_SIZE", 3)
     texts = [f"text {i}" for i in range(6)]
-    Emb.embed(texts, cache=Emb.EmbeddingCache(tmp_path), progress=False)
+    Emb.embed_cached(texts, cache=Emb.EmbeddingCache(tmp_path), progress=False)
     shard = sorted((tmp_path / "all-MiniLM-L6-v2-256").glob("shard-*.npz"))[0]
     with np.load(shard) as z:
         keys, vecs = z["keys"], z["vectors"].copy()
@@ -345,7 +345,7 @@ def test_a_shard_of_invalid_vectors_is_named_set_aside_and_recomputed(tmp_path, 
         cache = Emb.EmbeddingCache(tmp_path)
     assert len(cache) == 3 and not shard.exists()
     fake_model.seen.clear()
-    out = Emb.embed(texts, cache=cache, progress=False)
+    out = Emb.embed_cached(texts, cache=cache, progress=False)
     assert len(fake_model.seen) == 3 and np.isfinite(out).all()
     np.testing.assert_allclose(out, FakeModel().encode(texts))
     with warnings.catch_warnings():
@@ -470,7 +470,7 @@ def test_the_int8_setting_writes_nothing_outside_the_cache_and_keeps_its_model_p
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("ORT_DISABLE_TELEMETRY", "XDG_CACHE_HOME")}
     env.update(HOME=str(home), MEMLIB_CACHE_DIR=str(cache))
-    code = "from memlib import embeddings as E; print(E.encode(['I am allergic to peanuts.'], setting='int8').shape)"
+    code = "import memlib.embeddings as E; print(E.embed_uncached(['I am allergic to peanuts.'], setting='int8').shape)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
     assert out.returncode == 0 and "(1, 384)" in out.stdout, out.stderr
     assert [str(p.relative_to(home)) for p in home.rglob("*")] == []  # no ~/.cache/Microsoft/... database

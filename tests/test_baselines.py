@@ -116,3 +116,25 @@ def test_recency_forgetting_ignores_retrieval():
     assert st.view.retrievals.tolist() == [1, 1, 0, 0, 0, 0] and st.view.last_access[:2].tolist() == [10, 10]
     st.consolidate(budget=2, now=10.0)
     assert kept(st) == set(ids[-2:])
+
+
+def test_the_old_store_policy_name_learned_v_warns_and_builds_the_value_policy(tmp_path):
+    """``learned_V`` is the Table 3 scoring rule's name; the store's own policy is ``value`` now."""
+    from memlib.store import POLICIES, ValuePolicy, make_policy
+    from memlib.store.policies import RENAMED
+
+    assert RENAMED == {"learned_V": "value"} and "learned_V" not in POLICIES and POLICIES["value"] is ValuePolicy
+    new = make_policy("value", beta=2.0, keep_top_value=True)
+    with pytest.warns(DeprecationWarning, match="the store policy 'learned_V' is now named 'value'") as seen:
+        old = make_policy("learned_V", beta=2.0, keep_top_value=True)
+    assert seen[0].filename == __file__  # the warning points at the caller
+    assert type(old) is ValuePolicy and old.name == "value" and old.config() == new.config()
+    with pytest.warns(DeprecationWarning, match="now named 'value'"):
+        assert POLICIES["learned_V"] is ValuePolicy
+    with pytest.raises(KeyError):
+        POLICIES["lru"]
+    # a store file names its policy's class, so one saved under either name loads the same policy
+    st = planted_store(old, [0.1, 0.2])[0]
+    st.save(tmp_path / "old.npz")
+    back = MemoryStore.load(tmp_path / "old.npz")
+    assert type(back.policy) is ValuePolicy and back.policy.config() == new.config()

@@ -160,7 +160,7 @@ def history(ann, c):
 def test_released_factors_are_computed_as_the_released_experiment_does(lme):
     ann = Fm.annotate(lme, "blind", factor_set="released", progress=False)
     usable = lme.usable()
-    E = Emb.embed(usable.texts, progress=False)
+    E = Emb.embed_cached(usable.texts, progress=False)
     for c in range(ann.cases.n_cases):
         F, clock, rows = history(ann, c)
         turns = usable.turns.iloc[rows]

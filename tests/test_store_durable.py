@@ -118,7 +118,7 @@ def test_forgotten_vectors_are_purged_by_later_adds(tmp_path):
 def test_open_stores_settings_and_takes_new_weights(tmp_path):
     path = tmp_path / "s.db"
     w = np.array([0.5, 1, 0, 0.2, 0, 2, 0])
-    st = MemoryStore.open(path, weights=w, policy=make_policy("learned_V", beta=3.0), merge_threshold=0.9)
+    st = MemoryStore.open(path, weights=w, policy=make_policy("value", beta=3.0), merge_threshold=0.9)
     add_turn(st, 0)
     st.close()
     back = MemoryStore.open(path)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from memlib.datasets.normalised import Dataset, DatasetError, _Builder, _cases_frame, _fail, _need, _require
+from memlib.datasets.normalised import Dataset, DatasetError, _Builder, _cases_frame, _fail, _need, _require, _turn
 from memlib.datasets.reading import (
     _decode,
     _has_lone_surrogates,
@@ -98,17 +98,8 @@ def load_jsonl(path, name: str | None = None) -> Dataset:
         for date, _k, s, turns in in_date_order:
             items = []
             for j, t in enumerate(turns):
-                if (
-                    not isinstance(t, dict)
-                    or not isinstance(t.get("text"), str)
-                    or t.get("role") not in ("user", "assistant")
-                ):
-                    _fail(
-                        path,
-                        f"{where} session {s['session_id']} turn {j}",
-                        "a turn needs role 'user' or 'assistant' and a 'text' string",
-                    )
-                items.append((t["role"], str(t.get("speaker", t["role"])), t["text"]))
+                role, text = _turn(path, f"{where} session {s['session_id']} turn {j}", t, "text")
+                items.append((role, str(t.get("speaker", role)), text))
             key, first = b.session(f"{cid}/{s['session_id']}", date, items)
             haystack.append(key)
             index[str(s["session_id"])] = (first, len(items))

@@ -8,12 +8,11 @@ turns, and session dates are read strictly and must run forward in time.
 from __future__ import annotations
 
 import re
-from datetime import datetime
 from pathlib import Path
 
 import pandas as pd
 
-from memlib.datasets.normalised import Dataset, _Builder, _cases_frame, _fail, _need, _require
+from memlib.datasets.normalised import Dataset, _Builder, _cases_frame, _fail, _need, _require, _strict_date
 from memlib.datasets.reading import _one_line_when_too_deep, _read_json_list
 from memlib.datasets.resolver import resolve_dataset
 
@@ -40,15 +39,8 @@ def normalise_locomo_evidence(raw) -> list[str]:
 
 
 def _locomo_date(value, path, where: str) -> pd.Timestamp:
-    date = pd.NaT
-    if isinstance(value, str):
-        try:
-            date = pd.Timestamp(datetime.strptime(value, "%I:%M %p on %d %B, %Y"))  # strict: pandas would read "now"
-        except ValueError:
-            pass
-    if pd.isna(date):
-        _fail(path, where, f"cannot read session date {value!r} (expected like '1:56 pm on 8 May, 2023')")
-    return date
+    """Read a LoCoMo session date (``1:56 pm on 8 May, 2023``) strictly (``_strict_date``)."""
+    return _strict_date(path, where, value, "%I:%M %p on %d %B, %Y", "1:56 pm on 8 May, 2023", what="session date")
 
 
 @_one_line_when_too_deep

@@ -8,12 +8,21 @@ are put in time order, and a session that recurs across questions is stored once
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from pathlib import Path
 
 import pandas as pd
 
-from memlib.datasets.normalised import Dataset, _Builder, _cases_frame, _describe, _fail, _need, _require
+from memlib.datasets.normalised import (
+    Dataset,
+    _Builder,
+    _cases_frame,
+    _describe,
+    _fail,
+    _need,
+    _require,
+    _strict_date,
+    _turn,
+)
 from memlib.datasets.reading import _one_line_when_too_deep, _read_json_list
 
 LONGMEMEVAL_FIELDS = (
@@ -30,15 +39,8 @@ LONGMEMEVAL_FIELDS = (
 
 
 def _lme_date(value, path, where) -> pd.Timestamp:
-    date = pd.NaT
-    if isinstance(value, str):
-        try:
-            date = pd.Timestamp(datetime.strptime(value, "%Y/%m/%d (%a) %H:%M"))  # strict: pandas would read "now"
-        except ValueError:
-            pass
-    if pd.isna(date):
-        _fail(path, where, f"cannot read date {value!r} (expected like '2023/05/20 (Sat) 02:21')")
-    return date
+    """Read a LongMemEval date (``2023/05/20 (Sat) 02:21``) strictly (``_strict_date``)."""
+    return _strict_date(path, where, value, "%Y/%m/%d (%a) %H:%M", "2023/05/20 (Sat) 02:21")
 
 
 @_one_line_when_too_deep
@@ -91,24 +93,12 @@ def load_longmemeval(path, name: str | None = None) -> Dataset:
                 _fail(path, f"{where} haystack_sessions[{k}]", "a session must be a list of turns")
             items, flags = [], []
             for j, t in enumerate(sess):
-                if (
-                    not isinstance(t, dict)
-                    or not isinstance(t.get("content"), str)
-                    or t.get("role") not in ("user", "assistant")
-                ):
-                    _fail(
-                        path,
-                        f"{where} haystack_sessions[{k}] turn {j}",
-                        "a turn needs role 'user' or 'assistant' and a 'content' string",
-                    )
+                at = f"{where} haystack_sessions[{k}] turn {j}"
+                role, text = _turn(path, at, t, "content")
                 flag = t.get("has_answer", False)
                 if not isinstance(flag, bool):
-                    _fail(
-                        path,
-                        f"{where} haystack_sessions[{k}] turn {j}",
-                        f"has_answer must be true or false, got {_describe(flag)}",
-                    )
-                items.append((t["role"], t["role"], t["content"]))
+                    _fail(path, at, f"has_answer must be true or false, got {_describe(flag)}")
+                items.append((role, role, text))
                 flags.append(flag)
             same = (str(ids[k]), parsed[k], json.dumps(items))  # the very same session, before any shift
             if same in position:

@@ -4,8 +4,8 @@
 :mod:`memlib.datasets`; :class:`DatasetError` is raised for a data file that is missing,
 malformed or fails its checksum and :class:`DatasetWarning` warns of one memlib repaired;
 ``_Builder`` collects unique sessions and texts while a loader walks a file, ``_cases_frame``
-makes the cases table, and ``_fail``, ``_require``, ``_need`` and ``_describe`` are the
-field checks whose messages name the file, the record and the field.
+makes the cases table, and ``_fail``, ``_require``, ``_need``, ``_describe``, ``_strict_date`` and
+``_turn`` are the field checks whose messages name the file, the record and the field.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -219,6 +220,42 @@ def _need(path, where: str, name: str, value, kind):
     if not isinstance(value, kind):
         _fail(path, where, f"{name} must be {_KINDS[kind]}, got {_describe(value)}")
     return value
+
+
+def _strict_date(path, where: str, value, fmt: str, example: str, what: str = "date") -> pd.Timestamp:
+    """``value`` read as a date of format ``fmt``, strictly; otherwise a :class:`DatasetError` showing ``example``.
+
+    :meth:`datetime.datetime.strptime` reads only what matches ``fmt`` (pandas would read ``"now"``).
+
+    >>> _strict_date("f.json", "record 0", "2023/05/20 (Sat) 02:21", "%Y/%m/%d (%a) %H:%M", "2023/05/20 (Sat) 02:21")
+    Timestamp('2023-05-20 02:21:00')
+    >>> _strict_date("f.json", "record 0", "now", "%Y/%m/%d", "2023/05/20")
+    Traceback (most recent call last):
+    memlib.datasets.normalised.DatasetError: f.json: record 0: cannot read date 'now' (expected like '2023/05/20')
+    """
+    if isinstance(value, str):
+        try:
+            return pd.Timestamp(datetime.strptime(value, fmt))
+        except ValueError:
+            pass
+    _fail(path, where, f"cannot read {what} {value!r} (expected like {example!r})")
+
+
+def _turn(path, where: str, turn, text_field: str) -> tuple[str, str]:
+    """``(role, text)`` of a turn object: role ``user`` or ``assistant`` and a ``text_field`` string, or a failure.
+
+    >>> _turn("f.json", "turn 0", {"role": "user", "content": "hi"}, "content")
+    ('user', 'hi')
+    >>> _turn("f.json", "turn 1", {"role": "system", "content": "hi"}, "content")
+    Traceback (most recent call last):
+    memlib.datasets.normalised.DatasetError: f.json: turn 1: a turn needs role 'user' or 'assistant' and a ...
+    """
+    if not isinstance(turn, dict) or not isinstance(turn.get(text_field), str) or turn.get("role") not in _ROLES:
+        _fail(path, where, f"a turn needs role 'user' or 'assistant' and a {text_field!r} string")
+    return turn["role"], turn[text_field]
+
+
+_ROLES = ("user", "assistant")
 
 
 def _cases_frame(rows, dates=None, file_index=None) -> pd.DataFrame:

@@ -1,9 +1,10 @@
 r"""Reading data files: UTF-8 text or JSON, gunzipped when compressed, every problem one line.
 
-:func:`open_text` opens a data file; ``_read_lines``, ``_read_json`` and ``_read_json_list``
-read one whole, with a :class:`~memlib.datasets.DatasetError` naming the file (and line) for
-text that is not UTF-8, a damaged gzip file, invalid JSON or JSON nested too deeply
-(``_one_line_when_too_deep`` does the same for a whole loader). Lone surrogates (invalid
+:func:`open_text` opens a data file; ``_read_text`` (and through it ``_read_lines``,
+``_read_json`` and ``_read_json_list``) reads one whole, with a
+:class:`~memlib.datasets.DatasetError` naming the file (and line) for text that is not UTF-8,
+a damaged gzip file, invalid JSON or JSON nested too deeply (``_one_line_when_too_deep`` does
+the same for a whole loader). Lone surrogates (invalid
 Unicode that JSON may spell as ``\ud800``) are replaced by U+FFFD with one
 :class:`~memlib.datasets.DatasetWarning` per file, whose message the parse cache keeps.
 """
@@ -46,15 +47,23 @@ def _not_utf8(path):
     raise DatasetError(f"{path}: not UTF-8 text; save the file as UTF-8")
 
 
-def _read_lines(path) -> list[str]:
-    """Read the lines of a UTF-8 text file (a leading byte-order mark is dropped), gunzipped when it ends in ``.gz``."""
+def _read_text(path, lines: bool = False):
+    """Read a whole UTF-8 text file (gunzipped when it ends in ``.gz``): its text, or its ``lines``.
+
+    A file that is not UTF-8, or a damaged gzip file, is a one-line :class:`DatasetError`.
+    """
     try:
         with open_text(path) as f:
-            lines = f.readlines()
+            return f.readlines() if lines else f.read()
     except UnicodeDecodeError:
         _not_utf8(path)
     except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
         raise DatasetError(f"{path}: not a readable gzip file ({exc})") from None
+
+
+def _read_lines(path) -> list[str]:
+    """Read the lines of a UTF-8 text file (a leading byte-order mark is dropped), gunzipped when it ends in ``.gz``."""
+    lines = _read_text(path, lines=True)
     if lines:
         lines[0] = lines[0].removeprefix("\ufeff")
     return lines
@@ -71,14 +80,7 @@ def _read_json_list(path) -> list:
 
 def _read_json(path):
     """Decode a whole JSON file (UTF-8, gunzipped when it ends in ``.gz``); any problem is one line."""
-    try:
-        with open_text(path) as f:
-            text = f.read()
-    except UnicodeDecodeError:
-        _not_utf8(path)
-    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
-        raise DatasetError(f"{path}: not a readable gzip file ({exc})") from None
-    text = text.removeprefix("\ufeff")
+    text = _read_text(path).removeprefix("\ufeff")
     data = _decode(path, None, text)
     if _has_lone_surrogates(text):
         data = _repair_surrogates(path, data)

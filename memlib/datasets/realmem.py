@@ -14,16 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from memlib._text import clean_text
-from memlib.datasets.normalised import (
-    Dataset,
-    DatasetError,
-    _Builder,
-    _cases_frame,
-    _describe,
-    _fail,
-    _need,
-    _require,
-)
+from memlib.datasets.normalised import Dataset, DatasetError, _Builder, _cases_frame, _describe, _fail, _need, _require
 from memlib.datasets.reading import _read_json
 from memlib.datasets.resolver import REALMEM_FILES, resolve
 

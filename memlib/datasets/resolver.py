@@ -5,7 +5,7 @@ deep), then in ``data/raw/``, then downloads it to ``data/raw/`` when :data:`REG
 checksum for it; :func:`resolve_dataset` does so for a dataset name of :data:`DATASETS`, trying
 each file that can hold it, plain or gzip-compressed. :func:`sha256_file` hashes a file, reading
 it in full, or with ``cached=True`` once per process while the file is unchanged (which
-:func:`file_sha256`, its old name for that, still does).
+:func:`file_sha256`, its deprecated old name for that, still does, with a :class:`DeprecationWarning`).
 """
 
 from __future__ import annotations
@@ -144,9 +144,11 @@ _DIGESTS: dict = {}
 def file_sha256(path) -> str:
     """Return the sha256 of a data file, computed once per process: ``sha256_file(path, cached=True)``.
 
-    Deprecated: the old name of :func:`sha256_file` with ``cached=True``, kept
-    (without a warning yet) for the callers that still use it.
+    Deprecated: the old name of :func:`sha256_file` with ``cached=True``; each call
+    raises a :class:`DeprecationWarning`.
     """
+    message = "memlib.datasets.file_sha256 is deprecated: use memlib.datasets.sha256_file(path, cached=True)"
+    warnings.warn(message, DeprecationWarning, stacklevel=2)
     return _remembered_sha256(path)
 
 

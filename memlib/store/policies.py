@@ -3,21 +3,27 @@
 :data:`POLICIES` maps each policy's name to its class: the paper's value policy
 and the published baselines of :mod:`memlib.store.baselines`. :func:`make_policy`
 builds one by name; :meth:`memlib.store.MemoryStore.load` rebuilds a saved
-store's policy from the same registry.
+store's policy from the same registry (a saved store names its policy's class, so a
+name changed here never changes what a store file holds).
 
->>> make_policy("learned_V", beta=2.0).config()["beta"]
+Ours is named ``value``; ``learned_V``, its old name, still works with a
+:class:`DeprecationWarning` (:data:`RENAMED`): that name is the Table 3 scoring rule's
+(:data:`memlib.scoring.SCORING_RULES`), which ranks turns by the learned value offline.
+
+>>> make_policy("value", beta=2.0).config()["beta"]
 2.0
 >>> sorted(POLICIES)
-['generative_agents', 'learned_V', 'memgpt_fifo', 'memorybank', 'paper', 'rag_unbounded', 'recency']
+['generative_agents', 'memgpt_fifo', 'memorybank', 'paper', 'rag_unbounded', 'recency', 'value']
 >>> make_policy("lru")
 Traceback (most recent call last):
 ...
-memlib._checks.ParameterError: unknown policy 'lru'; choose one of: learned_V, paper, generative_agents, ...
+memlib._checks.ParameterError: unknown policy 'lru'; choose one of: value, paper, generative_agents, ...
 """
 
 from __future__ import annotations
 
 import inspect
+import warnings
 
 import numpy as np
 
@@ -57,7 +63,7 @@ class ValuePolicy(Policy):
     (False, True)
     """
 
-    name = "learned_V"
+    name = "value"
 
     def __init__(
         self,
@@ -123,9 +129,36 @@ class PaperPolicy(ValuePolicy):
         return {"beta": self.beta}
 
 
-#: Every built-in policy by name (its ``name`` attribute), ours first.
-POLICIES: dict[str, type[Policy]] = {
-    cls.name: cls
+#: Old policy names, each with the name it is now: they still work, with a :class:`DeprecationWarning`.
+RENAMED = {"learned_V": ValuePolicy.name}
+
+
+def _current_name(name):
+    """Return the name a policy is registered under now: ``name``, or the new name of a :data:`RENAMED` one."""
+    if isinstance(name, str) and name in RENAMED:
+        warnings.warn(
+            f"the store policy {name!r} is now named {RENAMED[name]!r}: make_policy({RENAMED[name]!r}) "
+            f"({name!r} is the Table 3 scoring rule of memlib.scoring)",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        return RENAMED[name]
+    return name
+
+
+class _Registry(dict):
+    """A dict of policies by name in which an old name (:data:`RENAMED`) still finds its policy, with a warning."""
+
+    def __missing__(self, name):
+        if not (isinstance(name, str) and name in RENAMED):
+            raise KeyError(name)
+        return self[_current_name(name)]
+
+
+#: Every built-in policy by name (its ``name`` attribute), ours first. ``POLICIES["learned_V"]``, an old
+#: name, still finds :class:`ValuePolicy` (with a :class:`DeprecationWarning`); it is not listed.
+POLICIES: dict[str, type[Policy]] = _Registry(
+    (cls.name, cls)
     for cls in (
         ValuePolicy,
         PaperPolicy,
@@ -135,17 +168,21 @@ POLICIES: dict[str, type[Policy]] = {
         RecencyPolicy,
         UnboundedRAGPolicy,
     )
-}
+)
 
 
 def make_policy(name: str, **params) -> Policy:
-    """Return the policy registered as ``name``, built with ``params`` (e.g. ``beta`` for ``learned_V``).
+    """Return the policy registered as ``name``, built with ``params`` (e.g. ``beta`` for ``value``).
+
+    An old name (:data:`RENAMED`: ``learned_V`` for ``value``) builds the same policy, with a
+    :class:`DeprecationWarning`.
 
     >>> make_policy("memorybank", beta=1.0)
     Traceback (most recent call last):
     ...
     memlib._checks.ParameterError: policy memorybank takes no parameter beta; it takes: none
     """
+    name = _current_name(name)
     cls = POLICIES[check_choice("policy", name, POLICIES)]
     accepted = inspect.signature(cls).parameters
     unknown = [k for k in params if k not in accepted]

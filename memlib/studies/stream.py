@@ -53,7 +53,7 @@ def stream_policy(name: str, beta: float = 1.0) -> Policy:
     """Return the store policy of one row of the comparison (``beta`` applies to ``learned_V``)."""
     check_choice("policy", name, STREAM_POLICIES)
     if name == "learned_V_keep":
-        return make_policy("learned_V", keep_top_value=True, value_weight=0.5, mood_weight=0.1, beta=beta)
+        return make_policy("value", keep_top_value=True, value_weight=0.5, mood_weight=0.1, beta=beta)
     # eq. 3 on the learned V with the paper's retrieval mix: the paper's rules
     return make_policy("paper", beta=beta) if name == "learned_V" else make_policy(name)
 
