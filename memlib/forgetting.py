@@ -3,6 +3,11 @@
 ``forget(m) = age_days**0.7 * 1 / (1 + r) * 1 / (1 + beta * V(m))``: old,
 unused, low-value memories have the highest scores and are dropped first.
 
+:func:`consolidation_drops` is the one rule for what a consolidation drops: the store's
+:meth:`~memlib.store.MemoryStore.consolidate` (through :func:`memlib.store.forget.plan`)
+and the defaults study's replay (:func:`memlib.studies.defaults.simulate_store`) both
+call it; :func:`drop_to_budget` is its item budget alone.
+
 >>> import numpy as np
 >>> s = forget_score(age_days=[1.0, 10.0, 10.0], retrievals=[0, 0, 3], value=[0.0, 0.0, 0.0])
 >>> np.round(s, 3)
@@ -59,7 +64,7 @@ def forget_order(forget_scores) -> np.ndarray:
 
 
 def drop_to_budget(forget_scores, budget: int) -> np.ndarray:
-    """Keep mask after dropping the highest forget scores until ``budget`` remain.
+    """Keep mask after dropping the highest forget scores until ``budget`` remain (:func:`consolidation_drops`).
 
     Ties are broken by position: among equal scores the earlier item
     (lower index, i.e. older in a time-ordered store) is dropped first.
@@ -67,10 +72,129 @@ def drop_to_budget(forget_scores, budget: int) -> np.ndarray:
     >>> drop_to_budget([3.0, 1.0, 3.0], budget=1)
     array([False,  True, False])
     """
-    budget = check_int("budget", budget, minimum=0)
-    s = np.asarray(forget_scores, dtype=float)
-    keep = np.ones(s.shape[0], dtype=bool)
-    n_drop = s.shape[0] - budget
-    if n_drop > 0:
-        keep[forget_order(s)[:n_drop]] = False
-    return keep
+    drop, _ = consolidation_drops(forget_scores, check_int("budget", budget, minimum=0))
+    return ~drop
+
+
+def _budget_excess(eligible, budget, tokens, budget_tokens, pinned, count_pinned):
+    """Candidates, the items over ``budget`` and the tokens held: the part of the rule that needs no score."""
+    eligible = np.asarray(eligible, dtype=bool)
+    n = eligible.shape[0]
+    pinned = np.zeros(n, bool) if pinned is None else np.asarray(pinned, dtype=bool)
+    if pinned.shape != eligible.shape:
+        raise ParameterError(f"pinned must have shape ({n},), got {pinned.shape}")
+    if not isinstance(count_pinned, (bool, np.bool_)):
+        raise ParameterError(f"count_pinned must be True or False, got {count_pinned!r}")
+    cand = np.flatnonzero(eligible & ~pinned)
+    fixed = eligible & pinned
+    excess = 0
+    if budget is not None:
+        room = check_int("budget", budget, minimum=0) - (int(fixed.sum()) if count_pinned else 0)
+        excess = len(cand) - max(room, 0)
+    held = tok = None
+    if budget_tokens is not None:
+        check_int("budget_tokens", budget_tokens, minimum=0)
+        if tokens is None:
+            raise ParameterError("a token budget needs the tokens of each item")
+        tok = np.asarray(tokens)
+        if tok.shape != eligible.shape:
+            raise ParameterError(f"tokens must have shape ({n},), got {tok.shape}")
+        held = int(tok[cand].sum()) + (int(tok[fixed].sum()) if count_pinned else 0)
+    over_tokens = held is not None and held > budget_tokens
+    return cand, excess, over_tokens, held, tok
+
+
+def over_budget(eligible, budget=None, *, tokens=None, budget_tokens=None, pinned=None, count_pinned=False) -> bool:
+    """Whether a consolidation must drop anything to meet its budgets (no forget score needed).
+
+    The test :func:`consolidation_drops` makes before it reads a score, so that a caller
+    can skip computing the scores when nothing has to go.
+
+    Parameters
+    ----------
+    eligible, budget, tokens, budget_tokens, pinned, count_pinned
+        As for :func:`consolidation_drops`.
+
+    Returns
+    -------
+    bool
+
+    >>> over_budget([True, True, False], budget=2), over_budget([True, True, True], budget=2)
+    (False, True)
+    """
+    _, excess, over_tokens, _, _ = _budget_excess(eligible, budget, tokens, budget_tokens, pinned, count_pinned)
+    return excess > 0 or over_tokens
+
+
+def consolidation_drops(
+    scores,
+    budget=None,
+    *,
+    tokens=None,
+    budget_tokens=None,
+    eligible=None,
+    pinned=None,
+    count_pinned=False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Which items one consolidation drops to meet its budgets, and in which order.
+
+    The candidates are the eligible items that are not pinned; they go in
+    :func:`forget_order` (the highest forget score first; among equal scores the
+    earlier, i.e. older, item first) until both budgets hold: at most ``budget``
+    items, and at most ``budget_tokens`` tokens left (candidates are dropped in
+    forget order until the remaining tokens fit, whatever their size). Pinned
+    items are never dropped; they use up the budgets only with ``count_pinned``
+    (if they alone exceed a budget, every candidate goes). Items that are not
+    eligible (e.g. expired ones, which a store drops anyway) neither count nor go.
+
+    Parameters
+    ----------
+    scores : array_like, shape (n,)
+        Forget score of each item (higher goes first), in time order.
+    budget : int, optional
+        Most items to keep; None sets no item budget.
+    tokens : array_like of int, shape (n,), optional
+        Tokens of each item; needed with ``budget_tokens``.
+    budget_tokens : int, optional
+        Most tokens to keep; None sets no token budget.
+    eligible : array_like of bool, shape (n,), optional
+        The items the budgets apply to (default: all).
+    pinned : array_like of bool, shape (n,), optional
+        Items that are never dropped (default: none).
+    count_pinned : bool
+        Whether the eligible pinned items use up the budgets.
+
+    Returns
+    -------
+    drop : ndarray of bool, shape (n,)
+        The items dropped.
+    order : ndarray of int
+        Their positions, in the order they go.
+
+    Examples
+    --------
+    >>> drop, order = consolidation_drops([1.0, 3.0, 3.0, 2.0], budget=2)
+    >>> drop.tolist(), order.tolist()   # the tie at 3.0 drops the older first
+    ([False, True, True, False], [1, 2])
+    >>> consolidation_drops([1.0, 3.0, 2.0], budget_tokens=5, tokens=[4, 1, 2])[1].tolist()
+    [1, 2]
+    >>> consolidation_drops([3.0, 2.0, 1.0], budget=1, pinned=[True, False, False], count_pinned=True)[1].tolist()
+    [1, 2]
+    """
+    s = np.asarray(scores, dtype=float)
+    n = s.shape[0]
+    eligible = np.ones(n, bool) if eligible is None else eligible
+    if np.shape(eligible) != s.shape:
+        raise ParameterError(f"scores must have one value per item, got {n} for {np.shape(eligible)[0]} items")
+    cand, excess, over_tokens, held, tok = _budget_excess(eligible, budget, tokens, budget_tokens, pinned, count_pinned)
+    drop = np.zeros(n, bool)
+    if excess <= 0 and not over_tokens:
+        return drop, cand[:0]
+    order = cand[forget_order(s[cand])]
+    n_drop = max(excess, 0)
+    if over_tokens:  # drop in forget order until the remaining tokens fit
+        remaining = held - np.concatenate([[0], np.cumsum(tok[order])])
+        fits = np.flatnonzero(remaining <= budget_tokens)
+        n_drop = max(n_drop, int(fits[0]) if len(fits) else len(order))
+    drop[order[:n_drop]] = True
+    return drop, order[:n_drop]

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from memlib import FACTORS, ParameterError
-from memlib.forgetting import drop_to_budget, forget_score
+from memlib.forgetting import consolidation_drops, drop_to_budget, forget_score, over_budget
 from memlib.value import TIERS, CueValue, LinearValue, Value, encoding_tier, normalised_value, value
 
 
@@ -79,6 +79,64 @@ def test_drop_to_budget_drops_highest_scores_first():
     assert not drop_to_budget([1.0, 2.0], budget=0).any()
     with pytest.raises(ParameterError, match="budget"):
         drop_to_budget([1.0], budget=-1)
+
+
+def test_consolidation_drops_the_highest_scores_and_the_older_of_a_tie_first():
+    s = [2.0, 5.0, 5.0, 1.0, 3.0]
+    drop, order = consolidation_drops(s, budget=4)
+    assert drop.tolist() == [False, True, False, False, False] and order.tolist() == [1]
+    drop, order = consolidation_drops(s, budget=2)
+    assert drop.tolist() == [False, True, True, False, True] and order.tolist() == [1, 2, 4]
+    for budget in (5, 9, None):  # within the budget, or no budget: nothing goes
+        drop, order = consolidation_drops(s, budget=budget)
+        assert not drop.any() and order.tolist() == []
+        assert not over_budget(np.ones(5, bool), budget)
+    assert over_budget(np.ones(5, bool), 4) and not over_budget([True, True, False, False, False], 2)
+    np.testing.assert_array_equal(drop_to_budget(s, budget=2), ~consolidation_drops(s, budget=2)[0])
+
+
+def test_pinned_items_stay_and_use_the_budget_only_when_asked():
+    s, pinned = [4.0, 3.0, 2.0, 1.0], [True, False, False, False]
+    assert consolidation_drops(s, 2, pinned=pinned)[1].tolist() == [1]  # three candidates, room for two
+    assert consolidation_drops(s, 2, pinned=pinned, count_pinned=True)[1].tolist() == [1, 2]
+    drop, order = consolidation_drops(s, 0, pinned=pinned, count_pinned=True)
+    assert order.tolist() == [1, 2, 3] and not drop[0]  # the pinned item stays, whatever its score
+    # an item that is not eligible (expired) neither counts nor goes
+    eligible = [True, True, True, False]
+    assert consolidation_drops(s, 2, pinned=pinned, eligible=eligible)[1].tolist() == []
+    assert consolidation_drops(s, 2, pinned=pinned, eligible=eligible, count_pinned=True)[1].tolist() == [1]
+    assert over_budget(eligible, 2, pinned=pinned, count_pinned=True)
+    assert not over_budget(eligible, 2, pinned=pinned)
+
+
+def test_a_token_budget_drops_in_forget_order_until_the_rest_fits():
+    s, tokens = [1.0, 4.0, 3.0, 2.0], [5, 2, 10, 3]  # 20 tokens; forget order 1, 2, 3, 0
+    drop, order = consolidation_drops(s, tokens=tokens, budget_tokens=8)
+    assert order.tolist() == [1, 2] and drop.tolist() == [False, True, True, False]  # 20 -> 18 -> 8
+    assert consolidation_drops(s, tokens=tokens, budget_tokens=20)[1].tolist() == []
+    assert consolidation_drops(s, 1, tokens=tokens, budget_tokens=8)[1].tolist() == [1, 2, 3]  # both must hold
+    pinned = [True, False, False, False]  # its 5 tokens count only when asked
+    assert consolidation_drops(s, tokens=tokens, budget_tokens=13, pinned=pinned)[1].tolist() == [1]  # 15 -> 13
+    kw = {"tokens": tokens, "pinned": pinned, "count_pinned": True}
+    assert consolidation_drops(s, budget_tokens=13, **kw)[1].tolist() == [1, 2]  # 20 -> 18 -> 8
+    assert consolidation_drops(s, budget_tokens=4, **kw)[1].tolist() == [1, 2, 3]  # the pinned alone are over
+    assert over_budget(np.ones(4, bool), budget_tokens=19, tokens=tokens)
+    assert not over_budget(np.ones(4, bool), budget_tokens=20, tokens=tokens)
+
+
+def test_consolidation_drops_refuses_bad_input():
+    with pytest.raises(ParameterError, match="a token budget needs the tokens"):
+        consolidation_drops([1.0, 2.0], budget_tokens=1)
+    with pytest.raises(ParameterError, match="budget must be an integer >= 0"):
+        consolidation_drops([1.0, 2.0], budget=-1)
+    with pytest.raises(ParameterError, match="budget_tokens must be an integer >= 0"):
+        consolidation_drops([1.0, 2.0], budget_tokens=1.5, tokens=[1, 1])
+    with pytest.raises(ParameterError, match="one value per item, got 2 for 3 items"):
+        consolidation_drops([1.0, 2.0], budget=1, eligible=[True, True, True])
+    with pytest.raises(ParameterError, match=r"pinned must have shape \(2,\)"):
+        consolidation_drops([1.0, 2.0], budget=1, pinned=[True])
+    with pytest.raises(ParameterError, match="count_pinned must be True or False"):
+        consolidation_drops([1.0, 2.0], budget=1, count_pinned="yes")
 
 
 # --------------------------------------------------------------------------- the Value protocol

@@ -2,7 +2,8 @@
 
 :func:`plan` decides a consolidation without changing anything: the expired items go,
 then, while a budget is exceeded, the unpinned item with the highest forget score under
-the store's policy (ties: the older first). :func:`change` is the plan as one
+the store's policy (ties: the older first), as :func:`memlib.forgetting.consolidation_drops`
+selects them. :func:`change` is the plan as one
 :class:`~memlib.store.backend.Change`; :func:`explain_row` and :func:`explain` say why
 an item stays or goes (its forget score and the contributions to its value). Scores
 and values are read with the current session's goal relevance as the consolidation
@@ -29,7 +30,7 @@ import numpy as np
 
 from memlib import FACTORS
 from memlib.cues import STORE_FACTOR_COLUMNS
-from memlib.forgetting import forget_order
+from memlib.forgetting import consolidation_drops, forget_order, over_budget
 from memlib.store.annotate import GOAL, goal_plan
 from memlib.store.backend import Change
 from memlib.value import encoding_tier
@@ -73,31 +74,20 @@ def plan(store, data, budget, budget_tokens, now: float, count_pinned: bool) -> 
     goal_fix = goal_plan(data)
     n = cols.n
     expired = cols.view("expires") <= now if n else np.zeros(0, bool)
-    pinned = cols.view("pinned").astype(bool)
-    tokens = cols.view("tokens")
-    cand = np.flatnonzero(~expired & ~pinned)
-    fixed = ~expired & pinned
-    over_items = over_tokens = False
-    if policy.bounded and budget is not None:
-        room = budget - (int(fixed.sum()) if count_pinned else 0)
-        over_items = len(cand) > max(room, 0)
-    if policy.bounded and budget_tokens is not None:
-        held = int(tokens[cand].sum()) + (int(tokens[fixed].sum()) if count_pinned else 0)
-        over_tokens = held > budget_tokens
+    rule = {  # the selection among the unexpired items (an unbounded policy has no budget)
+        "budget": budget if policy.bounded else None,
+        "budget_tokens": budget_tokens if policy.bounded else None,
+        "tokens": cols.view("tokens"),
+        "eligible": ~expired,
+        "pinned": cols.view("pinned").astype(bool),
+        "count_pinned": count_pinned,
+    }
     with goal_fixed(cols, goal_fix):
-        need = bool(expired.any()) or over_items or over_tokens
+        need = bool(expired.any()) or over_budget(**rule)
         scores = np.asarray(policy.forget_scores(store, now), float) if need and n else np.zeros(n)
         values = store.values()
-    n_drop = 0
-    order = cand[forget_order(scores[cand])] if (over_items or over_tokens) else cand[:0]
-    if over_items:
-        n_drop = len(cand) - max(room, 0)
-    if over_tokens:  # drop in forget order until the remaining tokens fit
-        remaining = held - np.concatenate([[0], np.cumsum(tokens[order])])
-        fits = np.flatnonzero(remaining <= budget_tokens)
-        n_drop = max(n_drop, int(fits[0]) if len(fits) else len(order))
-    drop = expired.copy()
-    drop[order[:n_drop]] = True
+    dropped, order = consolidation_drops(scores, **rule)
+    drop = expired | dropped
     return {
         "goal_fix": goal_fix,
         "now": now,
@@ -105,7 +95,7 @@ def plan(store, data, budget, budget_tokens, now: float, count_pinned: bool) -> 
         "values": values,
         "expired": expired,
         "drop": drop,
-        "order": [(int(i), "expired") for i in np.flatnonzero(expired)] + [(int(i), "budget") for i in order[:n_drop]],
+        "order": [(int(i), "expired") for i in np.flatnonzero(expired)] + [(int(i), "budget") for i in order],
         "dropped_ids": cols.view("ids")[drop].tolist(),
     }
 

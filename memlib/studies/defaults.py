@@ -48,7 +48,7 @@ from memlib import FACTORS
 from memlib._checks import ParameterError, check_fraction, check_int
 from memlib.cases import CaseSet
 from memlib.cues import STORE_CUES
-from memlib.forgetting import drop_to_budget, forget_score
+from memlib.forgetting import consolidation_drops, forget_score, over_budget
 from memlib.learning import fit_cue_value, hill_climb, retention_mass
 from memlib.metrics import RetentionEvaluator, keep_count
 from memlib.studies._common import learner_settings
@@ -73,22 +73,47 @@ K = 10
 READS = ("dataset", "quick", "limit", "sample", "embedding_setting")
 
 
+#: The forgetting rules a replay can use: eq. 3, or the lowest value first (``keep_top_value``).
+RULES = ("eq3", "value")
+
+
+def _check_rule(rule: str) -> str:
+    if rule not in RULES:
+        raise ParameterError(f"unknown forgetting rule {rule!r}; choose {' or '.join(RULES)}")
+    return rule
+
+
 def forget_scores(v, v_bar, age, rule: str, beta: float = 1.0) -> np.ndarray:
     """Forget scores of one consolidation (higher goes first), as :class:`memlib.store.ValuePolicy` scores.
 
-    ``eq3``: eq. 3, ``age**0.7 / (1 + beta * v)``, where ``v`` is the value on eq. 3's scale
-    (the paper's ``V``, or a cue value's ``V-bar``); ``value``: ``-V-bar`` (the lowest value
-    goes first, age aside). Usage is 0 in a replay.
+    Parameters
+    ----------
+    v, v_bar : ndarray, shape (n,)
+        Each turn's value on eq. 3's scale (the paper's ``V``, or a cue value's ``V-bar``)
+        and its normalised value ``V-bar``.
+    age : ndarray, shape (n,)
+        Days since each turn, at the consolidation.
+    rule : {'eq3', 'value'}
+        ``eq3``: :func:`memlib.forgetting.forget_score` of ``v`` (nothing is retrieved in a
+        replay); ``value``: ``-v_bar`` (the lowest value goes first, age aside).
+    beta : float
+        Eq. 3's value resistance (``eq3`` only).
+
+    Returns
+    -------
+    ndarray, shape (n,)
     """
-    if rule == "eq3":
-        return forget_score(age, np.zeros(len(age)), v, beta=beta)
-    if rule == "value":
+    if _check_rule(rule) == "value":
         return -v_bar
-    raise ParameterError(f"unknown forgetting rule {rule!r}; choose eq3 or value")
+    return forget_score(age, np.zeros(len(age)), v, beta=beta)
 
 
 def simulate_store(v, v_bar, time, session, budget: int, rule: str, beta: float = 1.0) -> np.ndarray:
     """Which turns of one history a store keeps: consolidate to ``budget`` at every session end.
+
+    Each consolidation drops what :func:`memlib.forgetting.consolidation_drops` selects, the
+    rule :meth:`memlib.store.MemoryStore.consolidate` applies, on the scores of
+    :func:`forget_scores` at the session's last turn.
 
     Parameters
     ----------
@@ -106,9 +131,9 @@ def simulate_store(v, v_bar, time, session, budget: int, rule: str, beta: float 
     Returns
     -------
     ndarray of bool, shape (n,)
-        The turns still stored after the last session end. Ties drop the older turn first,
-        as :meth:`memlib.store.MemoryStore.consolidate` does.
+        The turns still stored after the last session end. Ties drop the older turn first.
     """
+    _check_rule(rule)
     n = len(v)
     kept = np.zeros(n, bool)
     ends = np.flatnonzero(np.r_[session[1:] != session[:-1], True]) if n else []
@@ -116,12 +141,12 @@ def simulate_store(v, v_bar, time, session, budget: int, rule: str, beta: float 
     for e in ends:
         kept[start : e + 1] = True
         start = e + 1
-        cand = np.flatnonzero(kept)
-        if len(cand) <= budget:
+        if not over_budget(kept, budget):
             continue
-        age = np.maximum(time[e] - time[cand], 0.0)
-        s = forget_scores(v[cand], v_bar[cand], age, rule, beta)
-        kept[cand[~drop_to_budget(s, budget)]] = False
+        cand = np.flatnonzero(kept)
+        s = forget_scores(v[cand], v_bar[cand], np.maximum(time[e] - time[cand], 0.0), rule, beta)
+        drop, _ = consolidation_drops(s, budget)
+        kept[cand[drop]] = False
     return kept
 
 
