@@ -103,6 +103,16 @@ def test_a_repeated_run_is_served_from_the_cache(counted):
     assert len(calls) == 1
 
 
+def test_each_factor_set_runs_the_study_once_per_set_and_stacks_its_tables(counted):
+    study, calls, data = counted
+    table = study.each_factor_set(DataSpec(str(data)), ("paper", "released"), keep_fraction=0.2)
+    assert [c[0].factor_set for c in calls] == ["paper", "released"]  # one run per set, the spec changed
+    assert table.columns.tolist() == ["factor_set", "keep", "seed"]
+    assert table["factor_set"].tolist() == ["paper", "released"] and table["keep"].tolist() == [0.2, 0.2]
+    study.each_factor_set(DataSpec(str(data)), ("paper",), keep_fraction=0.2)
+    assert len(calls) == 2  # served from the cache, as the command line's run would be
+
+
 def test_data_that_resolve_alike_share_a_result(counted):
     study, calls, data = counted
     study.run(DataSpec(str(data), quick=True))

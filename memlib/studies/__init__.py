@@ -45,7 +45,10 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import pandas as pd
+
 from memlib._checks import ParameterError
+from memlib.factor_sets import ALL_FACTOR_SETS
 from memlib.studies import (
     _cache,
     cues,
@@ -117,6 +120,18 @@ class Study:
     def run_table(self, **params):
         """Run the study with ``params`` and return its published table."""
         return getattr(self.run(**params), self.table)
+
+    def each_factor_set(self, data: DataSpec, factor_sets=ALL_FACTOR_SETS, **params) -> pd.DataFrame:
+        """Run the study on ``data`` once per factor set and return the published tables, stacked.
+
+        Each run is :attr:`run` on ``data`` with its ``factor_set`` changed (so each is cached
+        as the command line would cache it); the table gains a first column ``factor_set``.
+        """
+        tables = []
+        for fs in factor_sets:
+            table = self.run_table(data=dataclasses.replace(data, factor_set=fs), **params)
+            tables.append(table.assign(factor_set=fs)[["factor_set", *table.columns]])
+        return pd.concat(tables, ignore_index=True)
 
 
 #: Every study by command-line name, in chapter order (a chapter may hold more than one).
