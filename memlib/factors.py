@@ -37,9 +37,20 @@ Blind factors never read a question: :func:`annotate` touches question text
 only through the ``oracle`` anchor, and a test replaces every question to
 prove the blind table does not change.
 
-This module computes the table (:func:`annotate`) and the self relevance; its
-parts live in their own modules, and every public name of them is importable
-from here too: what is read of a turn's text (VADER, emotional intensity,
+The causal factors of the ``paper`` and ``extended`` sets, self relevance
+(``earlier``) and blind goal relevance (``session``), have one definition: the
+online annotator of :mod:`memlib.online`, which :func:`annotate` runs over
+each history (:func:`memlib.online.annotate_history`, every session ended)
+and the store runs turn by turn (:mod:`memlib.store.annotate`). The readings
+that are not online by definition, the ``released`` set's whole-history ones
+(self ``history``, goal ``session_or_history``), the other readings of
+:data:`SELF_READINGS` and :data:`GOAL_READINGS`, and the ``oracle`` anchor,
+are computed over a whole history at once (:func:`_self_relevance`,
+:mod:`memlib.goal_anchors`) and replace the annotator's column.
+
+This module computes the table (:func:`annotate`) and the non-causal self
+relevance; its parts live in their own modules, and every public name of them
+is importable from here too: what is read of a turn's text (VADER, emotional intensity,
 reliability) in :mod:`memlib.text_cues`, the goal anchors in
 :mod:`memlib.goal_anchors`, the factor sets and their readings in
 :mod:`memlib.factor_sets`, and the table (:class:`Annotation`) and its cache
@@ -63,15 +74,19 @@ import numpy as np
 import pandas as pd
 
 from memlib import FACTORS
+from memlib import factor_sets as _factor_sets
+from memlib import factor_table as _factor_table
+from memlib import goal_anchors as _goal_anchors
+from memlib import text_cues as _text_cues
 from memlib._cachefiles import safe_name as _safe_name
 from memlib._checks import ParameterError, check_choice
 from memlib.cases import CaseSet
 from memlib.datasets import Dataset, DatasetError
 from memlib.embeddings import cache_folder_ok, cache_root, check_device, embed_cached, report_unwritable, set_aside
 
-# The parts of the annotator that live in their own modules, importable from here too (studies, the
-# store, tests and notebooks read them as memlib.factors.<name>).
-from memlib.factor_sets import (
+# The parts of the annotator that live in their own modules: their public names are importable from
+# here too (studies, the store, tests and notebooks read them as memlib.factors.<name>; see __all__).
+from memlib.factor_sets import (  # noqa: F401 (re-exported: __all__)
     ALL_FACTOR_SETS,
     EMOTION_READINGS,
     FACTOR_SETS,
@@ -83,7 +98,7 @@ from memlib.factor_sets import (
     resolve_readings,
 )
 from memlib.factor_table import Annotation, load_annotation, save_annotation
-from memlib.goal_anchors import (
+from memlib.goal_anchors import (  # noqa: F401 (re-exported: __all__)
     ANCHORS,
     BLIND_ANCHORS,
     EarlierInSessionAnchor,
@@ -92,8 +107,9 @@ from memlib.goal_anchors import (
     SessionOrHistoryAnchor,
     _cos01,
 )
+from memlib.online import annotate_history
 from memlib.rule_emotion import rule_intensity
-from memlib.text_cues import (
+from memlib.text_cues import (  # noqa: F401 (re-exported: __all__)
     AROUSAL_READINGS,
     PARALLEL_MIN_TEXTS,
     PROVENANCE,
@@ -133,6 +149,7 @@ SOURCE_FILES = (
     "factor_sets.py",
     "factor_table.py",
     "goal_anchors.py",
+    "online.py",
     "text_cues.py",
     "rule_emotion.py",
     "_text.py",
@@ -320,15 +337,9 @@ def annotate(
         cues=read["reliability"] == "extended",
         provenance=PROVENANCE.get(read["reliability"], PROVENANCE["paper"]),
     )
-    value_col = (
-        np.clip(
-            (1.0 + E @ embed_cached([value_profile], setting, progress=False, use_cache=use_cache)[0]) / 2.0,
-            0,
-            1,
-        )
-        if value_profile
-        else np.zeros(len(turns))
-    )
+    value_vec = None
+    if value_profile:
+        value_vec = embed_cached([value_profile], setting, progress=False, use_cache=use_cache)[0]
     if task_utility is not None:
         task_col = np.asarray(task_utility(turns["text"].tolist()), dtype=float)
         if (
@@ -348,10 +359,14 @@ def annotate(
     else:
         usage_col = np.zeros(len(turns))
 
-    anchor = BLIND_ANCHORS[read["goal"]]() if regime == "blind" else ANCHORS[regime]()
-    anchor.prepare(sub, E)
-    qvecs = None
-    if anchor.per_question:
+    # the causal readings of the paper set (self: earlier, blind goal: session) are the online annotator's
+    # (memlib.online), history by history; another reading or anchor replaces its column (vectorised)
+    online_goal = regime == "blind" and read["goal"] == "session"
+    anchor = None if online_goal else BLIND_ANCHORS[read["goal"]]() if regime == "blind" else ANCHORS[regime]()
+    if anchor is not None:
+        anchor.prepare(sub, E)
+    per_question, qvecs = anchor is not None and anchor.per_question, None
+    if per_question:
         qvecs = embed_cached(usable.cases["question"].tolist(), setting, progress=progress, use_cache=use_cache)
     roles = turns["role"].to_numpy()
     speakers = turns["speaker"].to_numpy()
@@ -359,7 +374,7 @@ def annotate(
 
     hay_index: dict = {}
     factors, times, rows_list, case_h = [], [], [], []
-    base: dict = {}  # per unique history: (rows, factors without the goal column, position of each row)
+    base: dict = {}  # per unique history: (rows, factors (goal: the annotator's), position of each row, times)
     first = dict(zip(sub.sessions["session"], sub.sessions["first_turn"]))
     count = dict(zip(sub.sessions["session"], sub.sessions["n_turns"]))
     gold = []
@@ -375,19 +390,26 @@ def annotate(
             parts = [np.arange(first[s], first[s] + count[s]) for s in hay]
             rows = np.concatenate(parts)
             clock = np.repeat(np.arange(len(parts), dtype=np.float64), [len(p) for p in parts])
-            F = np.zeros((len(rows), len(FACTORS)), dtype)
-            F[:, 0] = emotion[rows]
-            F[:, 2] = value_col[rows]
-            F[:, 3] = _self_relevance(E[rows], roles[rows], speakers[rows], read["self"], session_codes[rows])
-            F[:, 4] = task_col[rows]
-            F[:, 5] = rel[rows]
-            F[:, 6] = usage_col[rows]
+            F = annotate_history(
+                E[rows],
+                roles[rows],
+                speakers[rows],
+                session_codes[rows],
+                value_profile=value_vec,
+                emotional_intensity=emotion[rows],
+                reliability=rel[rows],
+                task_utility=task_col[rows],
+                usage_history=usage_col[rows],
+            ).astype(dtype)
+            if read["self"] != "earlier":  # a reading that is not the online annotator's (not causal)
+                F[:, 3] = _self_relevance(E[rows], roles[rows], speakers[rows], read["self"], session_codes[rows])
             base[hay] = (rows, F, {r: i for i, r in enumerate(rows)}, clock if in_file is not None else t_days[rows])
         rows, F0, pos, t_rows = base[hay]
-        key_h = (hay, c) if anchor.per_question else hay
+        key_h = (hay, c) if per_question else hay
         if key_h not in hay_index:
             F = F0.copy()
-            F[:, 1] = anchor.goal(sub, c, rows, E, None if qvecs is None else qvecs[c])
+            if anchor is not None:
+                F[:, 1] = anchor.goal(sub, c, rows, E, None if qvecs is None else qvecs[c])
             hay_index[key_h] = len(factors)
             factors.append(F)
             times.append(t_rows)
@@ -444,7 +466,9 @@ def _self_relevance(
     """Self/user relevance of each turn of one history (see module docstring).
 
     ``reading`` (:data:`SELF_READINGS`): ``earlier`` compares a turn with the
-    centroid of the user's strictly earlier turns; ``inclusive`` puts a user turn
+    centroid of the user's strictly earlier turns (the online annotator's,
+    :func:`memlib.online.annotate_history`); the other readings are not causal,
+    so they are computed here, over the whole history at once: ``inclusive`` puts a user turn
     in its own centroid; ``through_session`` uses the user's turns up to the end
     of the turn's session (``sessions``: one session code per row), what an
     agent that consolidates at each session's end knows; ``history`` uses all the
@@ -457,6 +481,8 @@ def _self_relevance(
     >>> _self_relevance(E, roles, roles, "through_session", [0, 0, 1, 1]).round(3).tolist()
     [1.0, 0.5, 0.947, 0.724]
     """
+    if reading == "earlier":
+        return annotate_history(E, roles, speakers)[:, FACTORS.index("self_relevance")]
     user = roles == "user"
     out = np.full(len(E), 0.5)
     ends = _session_ends(sessions) if reading == "through_session" else None
@@ -465,9 +491,7 @@ def _self_relevance(
         if reading == "history":
             return np.broadcast_to(X.sum(axis=0, keepdims=True), X.shape)
         cum = np.cumsum(X, axis=0)
-        if reading == "through_session":
-            return cum[cum_rows]
-        return cum - (0 if reading == "inclusive" else X)
+        return cum[cum_rows] if reading == "through_session" else cum  # (inclusive)
 
     Eu = E * user[:, None]
     asst = ~user
@@ -525,45 +549,25 @@ def peak_rss_gb() -> float:
     return round(peak / (1e9 if sys.platform == "darwin" else 1e6), 3)
 
 
-__all__ = [
-    # defined here
-    "INERT_WITHOUT_INPUT",
-    "REGIMES",
-    "SOURCE_FILES",
-    "annotate",
-    "content_keys",
-    "fingerprint",
-    "peak_rss_gb",
-    # memlib.factor_sets
-    "ALL_FACTOR_SETS",
-    "EMOTION_READINGS",
-    "FACTOR_SETS",
-    "GOAL_READINGS",
-    "HISTORY_ORDERS",
-    "READINGS",
-    "RELIABILITY_READINGS",
-    "SELF_READINGS",
-    "resolve_readings",
-    # memlib.factor_table
-    "Annotation",
-    "load_annotation",
-    "save_annotation",
-    # memlib.goal_anchors
-    "ANCHORS",
-    "BLIND_ANCHORS",
-    "EarlierInSessionAnchor",
-    "QuestionAnchor",
-    "SessionCentroidAnchor",
-    "SessionOrHistoryAnchor",
-    # memlib.text_cues
-    "AROUSAL_READINGS",
-    "PARALLEL_MIN_TEXTS",
-    "PROVENANCE",
-    "VADER_PIECE_CHARS",
-    "emotion_and_valence",
-    "emotion_features",
-    "emotional_intensity",
-    "intensity_from_features",
-    "reliability",
-    "vader_scores",
-]
+#: The public names of :mod:`memlib.text_cues` that are not re-exported: its word lists and the store's text cues.
+_TEXT_CUES_ONLY = {"FIRST_PERSON_WORDS", "HEDGE_PHRASES", "HEDGE_WORDS", "TEXT_CUES", "text_cues"}
+
+__all__ = list(
+    dict.fromkeys(
+        [
+            # defined here
+            "INERT_WITHOUT_INPUT",
+            "REGIMES",
+            "SOURCE_FILES",
+            "annotate",
+            "content_keys",
+            "fingerprint",
+            "peak_rss_gb",
+            # the annotator's parts
+            *_factor_sets.__all__,
+            *_factor_table.__all__,
+            *_goal_anchors.__all__,
+            *(name for name in _text_cues.__all__ if name not in _TEXT_CUES_ONLY),
+        ]
+    )
+)

@@ -21,7 +21,14 @@ LAYERS = [
     },
     {"memlib.datasets"},
     {"memlib.embeddings", "memlib.embedding_cache"},
-    {"memlib.factors", "memlib.factor_sets", "memlib.factor_table", "memlib.goal_anchors"},
+    {
+        "memlib.factors",
+        "memlib.factor_sets",
+        "memlib.factor_table",
+        "memlib.goal_anchors",
+        "memlib.usage",
+        "memlib.online",
+    },
     {
         "memlib.value",
         "memlib.forgetting",

@@ -4,8 +4,6 @@ import pytest
 
 from fixtures import planted_regimes, write_longmemeval
 from memlib import FACTORS, ParameterError
-from memlib import datasets as D
-from memlib import factors as Fm
 from memlib.metrics import retrieval_metrics
 from memlib.store import POLICIES, MemoryStore, StoreError, ValuePolicy, make_policy
 from memlib.store import baselines as B
@@ -138,20 +136,6 @@ def test_corrupt_saved_store_is_refused(tmp_path):
     np.savez(tmp_path / "short.npz", **arrays)
     with pytest.raises(StoreError, match="factors has shape"):
         MemoryStore.load(tmp_path / "short.npz")
-
-
-@pytest.mark.slow
-def test_store_factors_match_the_blind_annotator(tmp_path):
-    ds = D.load(str(write_longmemeval(tmp_path / "lme.json")))
-    ann = Fm.annotate(ds, "blind", use_cache=False, progress=False)
-    from memlib.embeddings import embed
-
-    usable = ds.usable()
-    rows = usable.haystack_rows(0)
-    E = embed(ds.turns["text"].tolist(), use_cache=False, progress=False)
-    emotion = Fm.emotional_intensity(ds.turns["text"].tolist())
-    st = S.replay(S.history_frame(ds, rows), np.ones(7), B.UnboundedRAGPolicy(), 10**6, E[rows], emotion[rows])
-    np.testing.assert_allclose(st.factors, ann.cases.factors[0, : len(rows)], atol=1e-5)
 
 
 def test_baseline_rules():

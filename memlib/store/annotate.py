@@ -2,12 +2,15 @@
 
 The store annotates causally, with the definitions of :mod:`memlib.factors` in the
 blind regime: emotional intensity and valence (VADER, :func:`measure`), reliability
-(provenance, with cues for the ``extended`` factor set), self relevance (the cosine to
-the same speaker's earlier user turns, or for an assistant turn to all user turns), the
-task utility a judge gives, value alignment (to the store's value profile), and goal
-relevance (the cosine to the session's anchor: the centroid of its user turns, or of all
-its turns before the first user turn). Goal relevance is provisional until the session
-ends; :func:`goal_plan` gives the final values then.
+(provenance, with cues for the ``extended`` factor set), the task utility a judge gives,
+and, through the online annotator that :func:`memlib.factors.annotate` runs too
+(:class:`memlib.online.OnlineState`), self relevance (the cosine to the same speaker's
+earlier user turns, or for an assistant turn to all user turns), value alignment (to the
+store's value profile) and goal relevance (the cosine to the session's anchor: the
+centroid of its user turns, or of all its turns before the first user turn). Goal
+relevance is provisional until the session ends; :func:`goal_plan` gives the final values
+then. The annotator's state is the store's session scalars and running sums
+(:func:`online_state`), saved with the store as they always were.
 
 :func:`annotate_turn` computes all of that for one checked turn, and the running sums
 and session scalars the turn moves, without changing anything; :func:`turn_change` makes
@@ -15,6 +18,7 @@ it one change (:class:`memlib.store.backend.Change`): a new item, or the reinfor
 the item the turn repeats (:func:`reinforced`, as a retrieval reinforces an item).
 
 >>> import numpy as np
+>>> from memlib import FACTORS
 >>> from memlib.store.backend import MemoryBackend
 >>> from memlib.store.checks import check_turn
 >>> turn = check_turn({"text": "I love my sister Ana!", "time": 0.0})
@@ -32,17 +36,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memlib import FACTORS
 from memlib._checks import ParameterError
 from memlib._text import bounded
 from memlib.cues import text_role_cues
 from memlib.factors import emotion_and_valence, reliability
+from memlib.online import OnlineState, SessionGoal
 from memlib.store.backend import Change
 from memlib.store.checks import Turn
 from memlib.store.columns import STATE, count_tokens, matvec
-from memlib.store.state import DIM
 
-_FI = {f: i for i, f in enumerate(FACTORS)}
 GOAL = "goal_relevance"
 
 
@@ -59,14 +61,6 @@ def _valence_cached(text: str) -> float:
 @functools.lru_cache(maxsize=4096)
 def _valence_of_prefix(text: str) -> float:
     return float(valence([text])[0])
-
-
-def cos01(e: np.ndarray, anchor: np.ndarray) -> float:
-    """``(1 + cos(e, anchor)) / 2`` in [0, 1] for a unit ``e``; 0.5 for a zero anchor."""
-    n = np.linalg.norm(anchor)
-    if n == 0:
-        return 0.5
-    return float(np.clip((1.0 + float(e @ anchor) / n) / 2.0, 0.0, 1.0))
 
 
 def measure(turn: Turn, factor_set: str) -> None:
@@ -112,36 +106,47 @@ class Annotation:
     merge: tuple | None
 
 
+def online_state(data) -> OnlineState:
+    """Return the online annotator's state (:class:`memlib.online.OnlineState`) that the store ``data`` holds.
+
+    The store keeps (and saves) it as its session scalars ``current_session`` and
+    ``session_has_user`` and its running sums ``user``, ``speakers``, ``session`` (the
+    current session's user turns) and ``session_all``.
+    """
+    scalars, sums = data.scalars, data.sums
+    return OnlineState(
+        sums["user"],
+        sums["speakers"],
+        scalars["current_session"],
+        sums["session"],
+        sums["session_all"],
+        scalars["session_has_user"],
+    )
+
+
 def annotate_turn(data, turn: Turn, t: float, value_profile, merge_threshold) -> Annotation:
     """Annotate the checked, measured ``turn`` (unit embedding) at time ``t`` against the store ``data``.
 
     ``data`` is the store's backend (:class:`memlib.store.backend.MemoryBackend`):
-    its ``cols``, ``scalars`` and ``sums``.
+    its ``cols``, ``scalars`` and ``sums``. The factor row is the online annotator's
+    (:meth:`memlib.online.OnlineState.step`, from :func:`online_state`), its goal
+    relevance provisional until the session ends.
     """
-    scalars, sums, e = data.scalars, data.sums, turn.embedding
-    new_session = turn.session != scalars["current_session"]
-    goal_fix = goal_plan(data) if new_session else None
-    if new_session:
-        session_sum, session_all_sum, has_user = np.zeros(DIM), np.zeros(DIM), False
-    else:
-        session_sum, session_all_sum, has_user = sums["session"], sums["session_all"], scalars["session_has_user"]
-    f = np.zeros(len(FACTORS))
-    f[_FI["emotional_intensity"]] = turn.emotion
-    f[_FI["reliability"]] = turn.reliability
-    speaker_sum = sums["speakers"].get(turn.speaker, np.zeros(DIM))
-    f[_FI["self_relevance"]] = cos01(e, speaker_sum if turn.role == "user" else sums["user"])
-    f[_FI["task_utility"]] = turn.task_utility
-    if value_profile is not None:
-        f[_FI["value_alignment"]] = (1.0 + float(e @ value_profile)) / 2.0
-    user_sum = sums["user"]
-    if turn.role == "user":
-        speaker_sum, user_sum, session_sum, has_user = speaker_sum + e, user_sum + e, session_sum + e, True
-    session_all_sum = session_all_sum + e
-    f[_FI[GOAL]] = cos01(e, session_sum if has_user else session_all_sum)  # provisional; final at the session's end
-    next_id = scalars["next_id"]
-    new_sums = {"user": user_sum, "session": session_sum, "session_all": session_all_sum, "speakers": {}}
-    if turn.role == "user":
-        new_sums["speakers"][turn.speaker] = speaker_sum
+    e = turn.embedding
+    step = online_state(data).step(
+        e[None],
+        [turn.role],
+        [turn.speaker],
+        [turn.session],
+        value_profile=value_profile,
+        emotional_intensity=[turn.emotion],
+        reliability=[turn.reliability],
+        task_utility=[turn.task_utility],
+    )
+    state, next_id = step.state, data.scalars["next_id"]
+    new_sums = {"user": state.user, "session": state.session_user, "session_all": state.session_all, "speakers": {}}
+    if turn.role == "user":  # (only the speaker that moves)
+        new_sums["speakers"][turn.speaker] = state.speakers[turn.speaker]
     return Annotation(
         row={
             "ids": next_id,
@@ -151,11 +156,16 @@ def annotate_turn(data, turn: Turn, t: float, value_profile, merge_threshold) ->
             "last_access": t,
             "tokens": count_tokens(turn.text),
             "embeddings": e.astype(np.float32),
-            "factors": np.clip(f, 0.0, 1.0),
+            "factors": step.factors[0],
             "static_cues": text_role_cues([turn.text], [turn.role])[0],
         },
-        goal_fix=goal_fix,
-        scalars={"current_session": turn.session, "session_has_user": has_user, "next_id": next_id + 1, "now": t},
+        goal_fix=None if step.goal_fix is None else session_goal(data, step.goal_fix),
+        scalars={
+            "current_session": state.session,
+            "session_has_user": state.session_has_user,
+            "next_id": next_id + 1,
+            "now": t,
+        },
         sums=new_sums,
         merge=near_duplicate(data.cols, e, t, merge_threshold),
     )
@@ -221,16 +231,16 @@ def near_duplicate(cols, e: np.ndarray, t: float, threshold: float | None):
 
 def goal_plan(data):
     """Return the final goal relevance of the current session's items: ``(positions, values)``, or None."""
-    cols, scalars, sums = data.cols, data.scalars, data.sums
-    cur = scalars["current_session"]
-    if cur is None or not cols.n:
+    goal = online_state(data).session_goal()
+    return None if goal is None else session_goal(data, goal)
+
+
+def session_goal(data, goal: SessionGoal):
+    """Return ``(positions, values)``: the goal relevance ``goal`` gives the stored items of its session, or None."""
+    cols = data.cols
+    if not cols.n:
         return None
-    pos = np.fromiter((i for i, s in enumerate(cols.strings["sessions"]) if s == cur), dtype=np.int64)
+    pos = np.fromiter((i for i, s in enumerate(cols.strings["sessions"]) if s == goal.session), dtype=np.int64)
     if not len(pos):
         return None
-    anchor = sums["session"] if scalars["session_has_user"] else sums["session_all"]
-    n = np.linalg.norm(anchor)
-    if n == 0:
-        return pos, np.full(len(pos), 0.5)
-    cos = matvec(cols.view("embeddings")[pos].astype(np.float64), anchor) / n
-    return pos, np.clip((1.0 + cos) / 2.0, 0.0, 1.0)
+    return pos, goal(cols.view("embeddings")[pos].astype(np.float64))
