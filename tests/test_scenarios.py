@@ -16,9 +16,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pytest
 
-from memlib.store import MemoryStore
+from memlib._checks import ParameterError
+from memlib.store import MemoryStore, replay_history
 
 pytestmark = pytest.mark.slow  # the store on the real sentence model (its load alone: 5 s on 2 cores)
 
@@ -134,11 +136,8 @@ SCENARIOS = [
 def replay(s: Scenario, budget: int | None) -> MemoryStore:
     """The scenario into a default store, consolidated at every session end (no forgetting without a budget)."""
     store = MemoryStore()
-    for i, (text, role, time, session) in enumerate(s.turns):
-        store.add(text, role=role, time=time, session=session)
-        last = i == len(s.turns) - 1 or s.turns[i + 1][3] != session
-        if last and budget is not None:
-            store.consolidate(budget=budget)
+    turns = [{"text": text, "role": role, "time": time, "session": session} for text, role, time, session in s.turns]
+    replay_history(store, turns, budget)
     return store
 
 
@@ -173,3 +172,21 @@ def test_the_default_tiers_spread_over_a_conversation():
     facts = [order[tiers[t]] for s in SCENARIOS for t in s.keep]
     filler = [order[tiers[t]] for t in ("lol ok", "lol", "ok cool", "haha yeah") if t in tiers]
     assert max(filler) == 0 and sum(facts) / len(facts) > 2
+
+
+def test_replay_history_consolidates_at_each_session_end_and_names_a_bad_turn():
+    turns = [{"text": f"turn {i}", "time": float(i), "session": i // 2, "embedding": np.eye(384)[i]} for i in range(5)]
+    sizes = []
+    store = MemoryStore()
+    consolidate = store.consolidate
+
+    def spy(budget, now=None):
+        sizes.append((len(store), now))
+        return consolidate(budget, now=now)
+
+    store.consolidate = spy
+    assert replay_history(store, turns, budget=2) == 4 and len(store) == 2
+    assert sizes == [(2, 1.0), (4, 3.0), (3, 4.0)]  # after turns 1, 3 and the last, at the last turn's time
+    assert replay_history(MemoryStore(), turns) == 5  # no budget: nothing is forgotten
+    with pytest.raises(ParameterError, match="turn 1 of the history needs 'text' and 'session'"):
+        replay_history(MemoryStore(), [turns[0], {"text": "x"}])

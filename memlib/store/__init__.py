@@ -90,7 +90,8 @@ The modules:
 * :mod:`memlib.store.protocol`: :class:`Policy`, the one interface of a forgetting policy;
 * :mod:`memlib.store.policies`: :class:`ValuePolicy` (the paper's value, eq. 3) and the
   registry :data:`POLICIES` of every built-in policy with :func:`make_policy`;
-* :mod:`memlib.store.baselines`: the published policies it is compared against.
+* :mod:`memlib.store.baselines`: the published policies it is compared against;
+* :mod:`memlib.store.replay`: a history replayed into a store, consolidated at each session end.
 """
 
 from memlib.store.baselines import (
@@ -103,6 +104,7 @@ from memlib.store.baselines import (
 from memlib.store.memory import MERGE_THRESHOLD, MemoryStore, count_tokens, to_days, valence
 from memlib.store.policies import POLICIES, PaperPolicy, ValuePolicy, make_policy
 from memlib.store.protocol import Policy
+from memlib.store.replay import replay_history
 from memlib.store.state import StoreError
 from memlib.store.view import StoreView
 
@@ -122,6 +124,7 @@ __all__ = [
     "ValuePolicy",
     "count_tokens",
     "make_policy",
+    "replay_history",
     "to_days",
     "valence",
 ]

@@ -30,7 +30,7 @@ from memlib._checks import ParameterError, check_choice, check_fraction, check_i
 from memlib.cases import CaseSet
 from memlib.learning import hill_climb
 from memlib.metrics import RetentionEvaluator, keep_count, retrieval_metrics
-from memlib.store import MERGE_THRESHOLD, MemoryStore, Policy, ValuePolicy, make_policy, valence
+from memlib.store import MERGE_THRESHOLD, MemoryStore, Policy, ValuePolicy, make_policy, replay_history, valence
 from memlib.studies._common import learner_settings
 from memlib.studies.data_spec import LOCOMO, DataSpec
 
@@ -126,23 +126,12 @@ def replay(
         The store after the last session.
     """
     st = MemoryStore(weights=weights, policy=policy, factor_set=factor_set, merge_threshold=merge_threshold)
-    ts = history["time"].to_numpy()
-    roles, speakers = history["role"].to_numpy(), history["speaker"].to_numpy()
-    texts, sess = history["text"].to_numpy(), history["session"].to_numpy()
-    peak = 0
-    for i in range(len(history)):
-        st.add(
-            texts[i],
-            role=roles[i],
-            time=ts[i],
-            speaker=speakers[i],
-            session=sess[i],
-            embedding=embeddings[i],
-            emotion=float(emotion[i]),
-        )
-        if i == len(history) - 1 or sess[i + 1] != sess[i]:
-            peak = max(peak, len(st))
-            st.consolidate(budget, now=ts[i])
+    cols = {k: history[k].to_numpy() for k in ("text", "role", "time", "speaker", "session")}
+    turns = [
+        {**{k: v[i] for k, v in cols.items()}, "embedding": embeddings[i], "emotion": float(emotion[i])}
+        for i in range(len(history))
+    ]
+    peak = replay_history(st, turns, budget)
     if stats is not None:
         stats["peak_items"] = max(stats.get("peak_items", 0), peak)
     return st
