@@ -11,7 +11,8 @@
 * :mod:`~.reproduction`, ``paper``: the paper's benchmark, LongMemEval-S, beside the paper (08);
 * :mod:`~.released`, ``released``: the authors' released experiment, rebuilt and taken apart (08);
 * :mod:`~.cues`, ``cues``: what to remember, learned from many cheap cues (09);
-* :mod:`~.transfer`, ``transfer``: learn on some corpora, test on one never seen (10).
+* :mod:`~.transfer`, ``transfer``: learn on some corpora, test on one never seen (10);
+* :mod:`~.usage`, ``usage``: usage history made live by replaying the agent's own retrievals (10).
 
 Each module separates pure functions over :class:`~memlib.cases.CaseSet` objects or
 arrays, unit-tested on planted data (e.g. :func:`~.mlp.mlp_ablation_on_cases`), from a
@@ -26,7 +27,7 @@ the Makefile (``python -m memlib study --list``) and ``python -m memlib sweep`` 
 >>> list(STUDIES)[:6]
 ['synthetic', 'factors', 'oracle-blind', 'mlp', 'sweep', 'stream']
 >>> list(STUDIES)[6:]
-['defaults', 'optimisers', 'paper', 'released', 'cues', 'transfer']
+['defaults', 'optimisers', 'paper', 'released', 'cues', 'transfer', 'usage']
 >>> STUDIES["synthetic"].notebook
 '01_synthetic_confounds.md'
 >>> STUDIES["stream"].parameters[:3]
@@ -63,6 +64,7 @@ from memlib.studies import (
     sweep,
     synthetic,
     transfer,
+    usage,
 )
 from memlib.studies._common import group_splits, side_by_side
 from memlib.studies.data_spec import QUICK_LIMIT, DataSpec
@@ -152,6 +154,7 @@ STUDIES: dict[str, Study] = {
         Study("released", released.released_study, "table", "08_longmemeval.md"),
         Study("cues", cues.cue_study, "summary", "09_cues.md"),
         Study("transfer", transfer.transfer_study, "summary", "10_transfer.md"),
+        Study("usage", usage.usage_study, "table", "10_transfer.md"),
     )
 }
 
@@ -189,6 +192,7 @@ def main_job(paper: bool = False) -> list[list[tuple[str, str, list[str]]]]:
         "released": sample,
         "defaults": sample,
         "transfer": sample,
+        "usage": sample,
         "cues": ["--transfer-from", COMPARE_DATASET, *([] if paper else ["--transfer-sample", str(MAIN_SAMPLE)])],
     }
     first = ("factors", "paper")
