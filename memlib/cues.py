@@ -13,6 +13,10 @@ Every cue is a function of a turn and its past, never of a question:
 * **turn cues** read its role, speaker and place in its session;
 * **history cues** read the sentence embeddings (:mod:`memlib.embeddings`, the
   cache the factors use) of the turn and of earlier turns of the history;
+* **the role cue** ``self_talk`` reads who, in this history, talks about
+  themselves (:func:`self_talk`): a role relative to the conversation, so that it
+  means the same in person-person chat, where every turn's role is ``user``, and
+  in user-assistant chat;
 * **paper cues** are the paper's blind goal, self and emotion factors, read from
   the factor annotation (:func:`memlib.factors.annotate`).
 
@@ -30,7 +34,7 @@ annotation's :class:`~memlib.cases.CaseSet`: values of shape ``(G, N, K)``.
 history, so that weights on different cues are comparable.
 
 >>> [c.name for c in CUES][:4]
-['is_user', 'opens_session', 'is_question', 'hedge']
+['is_user', 'opens_session', 'self_talk', 'is_question']
 >>> text_cues(["I moved to Lisbon on 3 May 2023.", "Maybe later?"]).astype(float).round(2).tolist()[1]
 [1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.1]
 """
@@ -68,6 +72,13 @@ CUES: tuple[Cue, ...] = (
         "reliability",
         "1 if the turn's speaker is the one who opened its session (person-person chat: who started talking)",
     ),
+    Cue(
+        "self_talk",
+        "role",
+        "self_relevance",
+        "the speaker's first-person words per word so far, over the highest such rate of any speaker so far "
+        "(1: the one who talks most about themselves, whatever the corpus calls them)",
+    ),
     Cue("is_question", "assertion", "reliability", "1 if the turn ends with a question mark: it asks, asserts nothing"),
     Cue("hedge", "assertion", "reliability", "1 if the turn hedges (maybe, I think, not sure, ...)"),
     Cue(
@@ -99,6 +110,11 @@ CUE_NAMES = tuple(c.name for c in CUES)
 CUE_GROUPS = tuple(dict.fromkeys(c.group for c in CUES))
 #: Cue groups that can reflect how a benchmark placed its evidence rather than what a turn says.
 POSITION_GROUP = "position"
+#: The relative role cue (:func:`self_talk`): the factor of the role products of the ``cues_relative`` model.
+#: It is one of :data:`CUES`, so the ``cues`` model (every cue) reads it too: it is blind and causal
+#: like the other history cues, and it is the only role cue that varies in every corpus
+#: (``is_user`` is constant in person-person chat).
+ROLE_CUE = "self_talk"
 _PAPER_COLUMNS = {"goal": FACTORS.index("goal_relevance"), "self": FACTORS.index("self_relevance"), "emotion": 0}
 #: The cues a live store computes for every item (:func:`store_cues`): each is a function of the
 #: item's own text, its role and the store's paper factors, so a store reopened from its file
@@ -124,6 +140,77 @@ def novelty(E: np.ndarray) -> np.ndarray:
         S[np.triu_indices(n)] = -np.inf
         out[1:] = 1.0 - np.clip(S[1:].max(axis=1), -1.0, 1.0)
     return out
+
+
+def first_person_words(texts) -> np.ndarray:
+    """First-person words and words of each text, shape (n, 2), float64.
+
+    A text is read as :func:`text_cues` reads it: its first :data:`memlib._text.TEXT_BOUND`
+    characters, split into words (letters, with one inner apostrophe), a word being first person
+    when it is one of :data:`memlib.text_cues.FIRST_PERSON_WORDS` in lower case.
+
+    >>> first_person_words(["I think my sister moved.", "Here is a recipe for you."]).tolist()
+    [[2.0, 5.0], [0.0, 6.0]]
+    """
+    from memlib._text import bounded
+    from memlib.text_cues import _FIRST_WORDS, _WORD  # the first_person text cue's word reading
+
+    out = np.zeros((len(texts), 2))
+    for i, t in enumerate(texts):
+        words = _WORD.findall(bounded(str(t)))
+        out[i] = (sum(w.lower() in _FIRST_WORDS for w in words), len(words))
+    return out
+
+
+def self_talk(speaker, first_person, words, session) -> np.ndarray:
+    """Each turn's *self talk* in one history: its speaker's rate of first-person words, over the highest rate.
+
+    A speaker's rate is its first-person words per word over its turns from the history's start to
+    the end of the turn's session (the past of :mod:`memlib.cues`; later sessions change nothing);
+    the cue divides it by the highest rate of any speaker over the same turns. So the speaker who,
+    so far, talks most about themselves gets 1, whatever the corpus calls the speakers or their
+    roles: in user-assistant chat that is (nearly always) the user, in person-person chat each
+    speaker gets about 1. While no speaker has said a first-person word, every turn gets 1 (no
+    speaker stands out).
+
+    A rate per word, not per turn: the binary ``first_person`` text cue is more common among the
+    assistant's turns of LongMemEval-S than among the user's (the user's turns are mostly questions,
+    which it does not count, and an assistant's long answers almost always hold an "I"), while the
+    assistant's first-person words per word are a fraction of the user's.
+
+    Parameters
+    ----------
+    speaker : array_like, shape (n,)
+        Who says each turn, in history order (any labels).
+    first_person, words : array_like, shape (n,)
+        First-person words and words of each turn (:func:`first_person_words`).
+    session : array_like, shape (n,)
+        Each turn's session (any labels; a session's turns are contiguous).
+
+    Returns
+    -------
+    ndarray, shape (n,), float32
+        In [0, 1].
+
+    >>> self_talk(["a", "b", "a", "b"], [2, 0, 1, 1], [4, 5, 4, 5], [0, 0, 1, 1]).astype(float).round(2).tolist()
+    [1.0, 0.0, 1.0, 0.27]
+    """
+    speaker = np.asarray(speaker)
+    n = len(speaker)
+    if n == 0:
+        return np.zeros(0, np.float32)
+    _, who = np.unique(speaker, return_inverse=True)
+    _, sess = np.unique(np.asarray(session), return_inverse=True)
+    end = np.zeros(sess.max() + 1, np.int64)
+    np.maximum.at(end, sess, np.arange(n))  # each session's last position
+    one = np.zeros((n, who.max() + 1))
+    one[np.arange(n), who] = 1.0
+    fp = np.cumsum(one * np.asarray(first_person, dtype=np.float64)[:, None], axis=0)[end[sess]]
+    wd = np.cumsum(one * np.asarray(words, dtype=np.float64)[:, None], axis=0)[end[sess]]
+    rate = np.divide(fp, wd, out=np.zeros_like(fp), where=wd > 0)  # (n, speakers) up to each turn's session end
+    top = rate.max(axis=1)
+    own = rate[np.arange(n), who]
+    return np.where(top > 0, own / np.where(top > 0, top, 1.0), 1.0).astype(np.float32)
 
 
 def redundancy(E: np.ndarray, session: np.ndarray) -> np.ndarray:
@@ -254,7 +341,7 @@ class CueTable:
 def _kinds() -> dict:
     kind = {n: "text" for n in TEXT_CUES}
     kind.update({n: "turn" for n in ("is_user", "opens_session", "first_in_session", "position_in_session", "age")})
-    kind.update({n: "history" for n in ("novelty", "redundancy")})
+    kind.update({n: "history" for n in ("novelty", "redundancy", ROLE_CUE)})
     kind.update({n: "paper" for n in _PAPER_COLUMNS})
     return kind
 
@@ -317,14 +404,19 @@ def compute_cues(ds, annotation, embedding: str = "fast", progress: bool = False
     E_text[used_texts] = embed_cached([ds.texts[i] for i in used_texts], setting=embedding, progress=progress)
     t0 = time.perf_counter()
     seconds["embeddings_from_cache"] = t0 - t_embed
+    FP = np.zeros((len(ds.texts), 2))
+    FP[used_texts] = first_person_words([ds.texts[i] for i in used_texts])
+    speaker_code, _ = pd.factorize(turns["speaker"])
     nov = np.zeros((G, N), np.float32)
     red = np.zeros((G, N), np.float32)
+    talk = np.zeros((G, N), np.float32)
     for g in range(G):
         n = int(cs.length[g])
         r = rows_gn[g, :n]
         E = E_text[text_ids[r]]
         nov[g, :n] = novelty(E)
         red[g, :n] = redundancy(E, sess_code[r])
+        talk[g, :n] = self_talk(speaker_code[r], FP[text_ids[r], 0], FP[text_ids[r], 1], sess_code[r])
     seconds["history"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -332,6 +424,7 @@ def compute_cues(ds, annotation, embedding: str = "fast", progress: bool = False
     cols = {
         "is_user": role[rr],
         "opens_session": opens[rr],
+        ROLE_CUE: talk,
         **{name: T[text_ids[rr], j] for j, name in enumerate(TEXT_CUES)},
         "novelty": nov,
         "redundancy": red,
@@ -394,7 +487,9 @@ __all__ = [
     "CueTable",
     "compute_cues",
     "cue_table",
+    "first_person_words",
     "novelty",
     "redundancy",
+    "self_talk",
     "text_cues",
 ]

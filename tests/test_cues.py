@@ -255,3 +255,127 @@ def test_cli_prints_cue_rows(tmp_path):
     assert {r["learner"] for r in rows} >= set(S.LEARNERS)
     assert {r["calibrated"] for r in rows} == {True, False}
     assert all(0 <= r["mean"] <= 1 for r in rows)
+
+
+# --------------------------------------------------------------------------- the relative role cue and its model
+
+
+def person_person(names=("Ana", "Ben"), roles=("user", "user"), extra_session=False):
+    """One conversation of two speakers: the first talks about herself, the second about the world."""
+    ana = ["I moved to Lisbon last May and my new job starts soon.", "I love my morning runs by the river."]
+    ben = ["The river floods every spring, they say.", "Did the trains run late today?"]
+    sessions = []
+    for s in range(2):
+        turns = [{"role": roles[0], "speaker": names[0], "text": ana[s]}]
+        turns.append({"role": roles[1], "speaker": names[1], "text": ben[s]})
+        sessions.append({"session_id": f"s{s}", "date": f"2024-01-0{s + 1}T10:00:00", "turns": turns})
+    if extra_session:  # later, the second speaker talks only about himself
+        text = "I I I my me mine: I sold my bike and I bought my boat."
+        turns = [{"role": roles[1], "speaker": names[1], "text": text}]
+        sessions.append({"session_id": "s9", "date": "2024-01-09T10:00:00", "turns": turns})
+    question = {"question_id": "q1", "question": "Where did Ana move?", "evidence": [["s0", 0]]}
+    return [{"conversation_id": "c1", "sessions": sessions, "questions": [question]}]
+
+
+def relative_cues(tmp_path, records):
+    from fixtures import write_jsonl
+
+    ds = D.load(str(write_jsonl(tmp_path / f"pp{len(list(tmp_path.iterdir()))}.jsonl", records)))
+    ann = Fm.annotate(ds, "blind", use_cache=False, progress=False)
+    t = C.compute_cues(ds, ann)
+    n = int(t.length[0])
+    speakers = ds.turns["speaker"].to_numpy()[ann.turn_rows[0, :n]]
+    return t.values[0, :n, t.names.index("self_talk")], t.values[0, :n, t.names.index("is_user")], speakers
+
+
+def test_self_talk_names_the_speaker_who_talks_about_themselves(tmp_path, monkeypatch, fake_model):
+    """Person-person chat: both speakers are ``user``; the one who talks about herself gets 1."""
+    monkeypatch.setenv("MEMLIB_CACHE_DIR", str(tmp_path / "cache"))
+    talk, user, speakers = relative_cues(tmp_path, person_person())
+    assert np.all(user == 1)  # is_user says nothing here
+    assert np.all(talk[speakers == "Ana"] == 1.0) and np.all(talk[speakers == "Ben"] < 0.5)
+    # the cue reads the speakers' turns, not their names or roles
+    for names, roles in ((("Zoe", "Abe"), ("user", "user")), (("Ana", "Ben"), ("assistant", "user"))):
+        again, _, _ = relative_cues(tmp_path, person_person(names, roles))
+        np.testing.assert_array_equal(again, talk)
+    # causal: a later session (where the second speaker talks only about himself) changes no earlier turn
+    later, _, later_speakers = relative_cues(tmp_path, person_person(extra_session=True))
+    np.testing.assert_array_equal(later[: len(talk)], talk)
+    assert later[-1] == 1.0 and later_speakers[-1] == "Ben"
+
+
+def test_self_talk_is_relative_causal_and_sees_the_whole_session():
+    fp, words = [1, 0, 0, 3], [4, 4, 4, 4]
+    talk = C.self_talk(["u", "a", "u", "a"], fp, words, [0, 0, 1, 1])
+    # session 0: only u speaks of itself; by the end of session 1, a's 3 of 8 words beat u's 1 of 8
+    np.testing.assert_allclose(talk, [1.0, 0.0, 1 / 3, 1.0])
+    # the labels do not matter, only who says what
+    np.testing.assert_array_equal(C.self_talk(["x", "y", "x", "y"], fp, words, ["b", "b", "a", "a"]), talk)
+    # the past of a turn ends with its session: a later session changes nothing before it
+    np.testing.assert_array_equal(C.self_talk(["u", "a"], fp[:2], words[:2], [0, 0]), talk[:2])
+    # a turn sees its whole session (the agent consolidates a session when it ends)
+    assert C.self_talk(["u", "a"], [0, 2], [4, 4], [0, 0]).tolist() == [0.0, 1.0]
+    # nobody has spoken of themselves: nobody stands out; one speaker alone is always 1
+    assert C.self_talk(["u", "a"], [0, 0], [4, 4], [0, 0]).tolist() == [1.0, 1.0]
+    assert C.self_talk(["u", "u"], [0, 1], [4, 0], [0, 1]).tolist() == [1.0, 1.0]
+    assert C.self_talk([], [], [], []).shape == (0,)
+
+
+def test_calibration_maps_a_constant_cue_to_a_constant_that_carries_nothing():
+    V = np.zeros((2, 6, 2), np.float32)
+    V[0, :, 0] = 1.0  # is_user in person-person chat: 1 on every turn
+    V[1, :4, 0] = 3.0  # constant too, at another level, in a shorter history
+    V[:, :, 1] = np.arange(6)
+    length = np.array([6, 4])
+    cal = C.CueTable(V, ("is_user", "length"), length).calibrated()
+    assert np.all(cal.values[0, :, 0] == 0.5) and np.all(cal.values[1, :4, 0] == 0.5)
+    assert np.all(cal.values[1, 4:] == 0)  # padding stays 0
+    # whatever its level, a constant cue gets no weight: it cannot order any history's turns
+    target = np.zeros((2, 6))
+    target[:, 3] = 1.0
+    w = fit_pairwise_logistic(cal.values, length, target)
+    assert w[0] == 0.0 and w[1] != 0.0
+
+
+def relative_planted(user_constant, n_groups=4, n=30, seed=0):
+    """Histories of two speakers; ``user_constant``: both are ``user`` (person-person), else user and assistant."""
+    data = planted(n_groups=n_groups, per_group=1, n=n, seed=seed)
+    V = data.raw.values
+    col = {c: i for i, c in enumerate(C.CUE_NAMES)}
+    speaker = np.tile([0, 1], n // 2)
+    V[:, :, col["is_user"]] = 1.0 if user_constant else (speaker == 0)
+    V[:, :, col["self_talk"]] = np.where(speaker == 0, 1.0, 0.3 + 0.01 * np.arange(n))
+    return S.CueData("relative", data.cases, C.CueTable(V, C.CUE_NAMES, data.raw.length))
+
+
+def test_the_relative_model_has_no_product_with_a_constant():
+    from memlib.studies.cue_data import role_products
+
+    data = relative_planted(user_constant=True)
+    for calibrated in (False, True):
+        t = data.table(calibrated, "cues_relative")
+        base = data.table(calibrated, "cues_no_position")
+        assert t.names[: len(base.names)] == base.names
+        products = [i for i, n in enumerate(t.names) if "*" in n]
+        assert [t.names[i] for i in products] == [f"self_talk*{n}" for n in base.names if n != "self_talk"]
+        for i in products:
+            x = t.values[..., i]
+            cue = base.values[..., base.names.index(t.names[i].split("*")[1])]
+            for g, n in enumerate(t.length):
+                col, c = x[g, :n], cue[g, :n]
+                if np.ptp(col) == 0:  # a constant product column is a zero one: a dropped product
+                    assert np.all(col == 0), t.names[i]
+                else:  # a varying one is no copy of its cue within the history
+                    assert abs(np.corrcoef(col, c)[0, 1]) < 0.999, t.names[i]
+        # the product with the constant is_user is dropped, and the fit gives it no weight
+        assert np.all(t.values[..., t.names.index("self_talk*is_user")] == 0)
+        score, w = S.fit_cue_model("surrogate", data, lambda d, c=calibrated: d.table(c, "cues_relative"), 0.3)
+        assert w[t.names.index("self_talk*is_user")] == 0.0 and w[t.names.index("is_user")] == 0.0
+    # cues_user, by contrast, adds copies of the cues when is_user is constant
+    u = data.table(True, "cues_user")
+    np.testing.assert_array_equal(u.values[..., u.names.index("user*length")], u.values[..., u.names.index("length")])
+    # in user-assistant chat the same product varies
+    ua = relative_planted(user_constant=False).table(True, "cues_relative")
+    assert np.ptp(ua.values[..., ua.names.index("self_talk*is_user")]) > 0
+    with pytest.raises(ParameterError, match="self_talk"):
+        role_products(C.CueTable(np.zeros((1, 2, 1), np.float32), ("length",), np.array([2])))

@@ -119,3 +119,63 @@ def test_weight_signs_flag_the_cue_whose_meaning_flips_between_corpora():
     assert w.loc["first_person", "a"] > 0 > w.loc["first_person", "flip"]
     same = T.weight_signs({k: corpora[k] for k in ("a", "b")}, quick=True, models=("cues",)).set_index("feature")
     assert same.loc["first_person", "sign_stable"]
+
+
+# --------------------------------------------------------------------------- roles relative to the conversation
+
+ROLE_NAMES = ("is_user", "self_talk", "first_person", "length")  # real cue names: the role models read them
+
+
+def role_corpus(name, person_person, n_groups=6, n=30, seed=0):
+    """Two speakers taking turns. Person-person: both are ``user`` and both talk about themselves;
+    gold is the 3 turns highest on ``first_person``, by either speaker. User-assistant: the user talks
+    about herself (``first_person`` high on every user turn), and gold is the 3 assistant turns higher
+    still on it: a value that weighs an assistant's cue at half a user's loses them."""
+    rng = np.random.default_rng(seed)
+    speaker = np.tile([0, 1], n // 2)
+    factors, times, values, gold, groups = [], [], [], [], []
+    for g in range(n_groups):
+        if person_person:
+            gp = rng.choice(n, 3, replace=False)
+            fp = rng.uniform(0.1, 0.6, n)
+            talk = np.where(speaker == 0, 1.0, 0.8) + rng.normal(0, 0.02, n)
+            user = np.ones(n)
+        else:
+            gp = rng.choice(np.flatnonzero(speaker == 1), 3, replace=False)
+            fp = np.where(speaker == 0, rng.uniform(0.6, 0.8, n), rng.uniform(0.0, 0.2, n))
+            talk = np.where(speaker == 0, 1.0, 0.1) + rng.normal(0, 0.02, n)
+            user = (speaker == 0).astype(float)
+        fp[gp] = rng.uniform(0.85, 0.95, 3)
+        factors.append(rng.random((n, 7)))
+        times.append(np.arange(n, dtype=float))
+        values.append(np.stack([user, np.clip(talk, 0, 1), fp, rng.random(n)], axis=1))
+        gold.append(gp)
+        groups.append(f"g{g}")
+    cs = CaseSet.from_cases(factors, times, gold, case_ids=[f"{name}{g}" for g in range(n_groups)], groups=groups)
+    return CueData(name, cs, CueTable(np.stack(values).astype(np.float32), ROLE_NAMES, cs.length.copy()))
+
+
+def test_the_relative_role_model_carries_a_person_person_fit_to_user_assistant_chat():
+    from memlib.metrics import RetentionEvaluator
+
+    pp, ua = role_corpus("pp", True), role_corpus("ua", False, seed=1)
+    got = {}
+    for model in ("cues_user", "cues_relative"):
+        got[model] = RetentionEvaluator(ua.cases, 0.3).mean(T.fit_value(model, pp, 0.3, quick=True)(ua))
+        assert RetentionEvaluator(pp.cases, 0.3).mean(T.fit_value(model, pp, 0.3, quick=True)(pp)) > 0.9
+    # cues_user learns first_person twice over in person-person chat (a cue and its copy by the constant
+    # is_user), so the assistant's gold turns weigh half the user's turns; the relative model has no copy
+    assert got["cues_relative"] > 0.9 > 0.5 > got["cues_user"]
+    w = T.weight_signs({"pp": pp, "ua": ua}, quick=True, models=("cues_relative",)).set_index("feature")
+    assert w.loc["is_user", "pp"] == 0 and w.loc["self_talk*is_user", "pp"] == 0  # nothing learned on a constant
+    assert w.loc["self_talk*is_user", "ua"] != 0
+
+
+def test_the_worst_case_fit_gives_no_weight_to_what_no_training_history_sees():
+    pp = role_corpus("pp", True)
+    pp2 = role_corpus("pp2", True, seed=2)
+    _, w = T.fit_worst_case("cues_relative", [pp, pp2], 0.3, seed=0, quick=True)
+    names = pp.table(True, "cues_relative").names
+    unseen = T.unseen(T.concat([pp, pp2]).table(True, "cues_relative"))
+    assert [n for n, u in zip(names, unseen) if u] == ["is_user", "self_talk*is_user"]
+    assert np.all(w[unseen] == 0) and np.any(w[~unseen] != 0)

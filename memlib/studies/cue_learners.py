@@ -44,7 +44,7 @@ LEARNERS = LINEAR_LEARNERS + NONLINEAR_LEARNERS
 #: The paper's value: seven factors, non-negative weights, Algorithm 1.
 PAPER_MODEL = "paper_factors"
 #: Models fit by some learners only (the others by every learner of :data:`LEARNERS`).
-MODEL_LEARNERS = {"cues_user": ("surrogate",)}
+MODEL_LEARNERS = {"cues_user": ("surrogate",), "cues_relative": ("surrogate",)}
 
 
 def learner_budget(quick: bool) -> dict:

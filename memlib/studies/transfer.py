@@ -15,6 +15,13 @@ each corpus (the *target*) this study scores, on the same test cases of the same
 :func:`weight_signs` fits each linear model on each corpus alone and flags the weights whose sign
 differs between corpora: a cue whose meaning depends on how a corpus was built.
 
+``cues_user`` multiplies each cue by ``is_user``, which is constant in person-person chat (LoCoMo),
+so there its products are copies of the cues and a LoCoMo fit splits each weight between a cue and
+its copy. ``cues_relative`` (:func:`memlib.studies.cue_data.role_products`) multiplies by the
+relative role cue ``self_talk`` instead, centred within each history, so that no product has a
+constant factor; a weight the training histories cannot see (its column is constant within every
+one of them) is 0.
+
 Every value model is fit the same way: the paper's factors by Algorithm 1 (non-negative weights),
 the cue models of :mod:`memlib.studies.cues` by the pairwise surrogate on calibrated cues (signed
 weights). :func:`transfer_matrix` does the work on loaded :class:`~memlib.studies.cues.CueData`
@@ -24,7 +31,7 @@ Each figure's interval resamples whole conversations (LoCoMo), questions (LongMe
 (RealMem) of the target: the cases of a group share a history and are not independent.
 
 >>> MODELS
-('paper_factors', 'cues', 'cues_no_position', 'cues_user')
+('paper_factors', 'cues', 'cues_no_position', 'cues_user', 'cues_relative')
 """
 
 from __future__ import annotations
@@ -178,8 +185,24 @@ def fit_worst_case(model: str, datas, keep_fraction: float, seed: int = 0, quick
         return min(ev.mean(Z @ wz) for ev, Z in zip(evs, Zs))
 
     wz = hill_climb_signed(worst, w0 * sd, n_iter=n_iter, seed=seed).weights
-    w = (wz / sd).astype(np.float32)
+    w = np.where(unseen(tab), 0.0, wz / sd).astype(np.float32)  # the search moves what no history sees
     return (lambda data: table_of(data).values @ w), w
+
+
+def unseen(table: CueTable) -> np.ndarray:
+    """(K,) True for each column that is constant within every history of ``table``.
+
+    Such a column cannot change the order of any history's turns, so no retention objective sees
+    its weight: the surrogate leaves it at 0, a search would move it at random.
+
+    >>> V = np.array([[[1, 0], [1, 1]], [[2, 5], [2, 3]]], np.float32)
+    >>> unseen(CueTable(V, ("a", "b"), np.array([2, 2]))).tolist()
+    [True, False]
+    """
+    valid = table.valid[..., None]
+    hi = np.where(valid, table.values, -np.inf).max(axis=1)
+    lo = np.where(valid, table.values, np.inf).min(axis=1)
+    return np.all(hi <= lo, axis=0) if len(table.length) else np.ones(len(table.names), bool)
 
 
 def weight_signs(corpora: dict, keep_fraction: float = 0.3, seed: int = 0, quick: bool = False, models=MODELS):
