@@ -456,7 +456,20 @@ def store_cues(texts, roles, factors) -> np.ndarray:
         raise ParameterError(
             f"store_cues needs one text and one role per factor row ({n}), got {len(texts)}, {len(roles)}"
         )
-    return np.hstack([text_role_cues(texts, roles), factors[:, STORE_FACTOR_COLUMNS]])
+    return join_store_cues(text_role_cues(texts, roles), factors)
+
+
+def join_store_cues(role_text_cues, factors) -> np.ndarray:
+    """Join ``is_user`` and the text cues (:func:`text_role_cues`) with the paper factors the store cues read.
+
+    The one assembly of :data:`STORE_CUES` from what a store holds per item: rows of
+    ``(n, 8)`` and ``(n, 7)`` give ``(n, 11)``; a single item's ``(8,)`` and ``(7,)`` give ``(11,)``.
+
+    >>> join_store_cues(np.arange(8.0), np.arange(7.0) / 10).tolist()[-3:]
+    [0.1, 0.3, 0.0]
+    """
+    role_text_cues, factors = np.asarray(role_text_cues, dtype=np.float64), np.asarray(factors, dtype=np.float64)
+    return np.concatenate([role_text_cues, factors[..., STORE_FACTOR_COLUMNS]], axis=-1)
 
 
 def text_role_cues(texts, roles) -> np.ndarray:
@@ -488,6 +501,7 @@ __all__ = [
     "compute_cues",
     "cue_table",
     "first_person_words",
+    "join_store_cues",
     "novelty",
     "redundancy",
     "self_talk",

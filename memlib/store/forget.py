@@ -29,7 +29,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from memlib import FACTORS
-from memlib.cues import STORE_FACTOR_COLUMNS
+from memlib.cues import join_store_cues
 from memlib.forgetting import consolidation_drops, forget_order, over_budget
 from memlib.store.annotate import GOAL, goal_plan
 from memlib.store.backend import Change
@@ -128,7 +128,7 @@ def explain_row(store, cols, i: int, p: dict, reason=None) -> dict:
         hit = np.flatnonzero(pos == i)
         if len(hit):
             f[_GOAL] = values[hit[0]]
-    cues = np.concatenate([cols.view("static_cues")[i], f[STORE_FACTOR_COLUMNS]])  # as MemoryStore.cues
+    cues = join_store_cues(cols.view("static_cues")[i], f)  # as MemoryStore.cues
     item = SimpleNamespace(factors=f[None], cues=cues[None])  # what the store's value reads, for item i
     names, contrib = store.value.feature_names, store.value.contributions(item)[0]
     expires = cols.view("expires")[i]

@@ -28,7 +28,7 @@ import pandas as pd
 from memlib import FACTORS
 from memlib._checks import ParameterError, check_choice, check_int
 from memlib._text import clean_text
-from memlib.cues import STORE_FACTOR_COLUMNS
+from memlib.cues import join_store_cues
 from memlib.store import forget
 from memlib.store.annotate import _valence_cached, measure, measure_batch, reinforced, turn_change, valence
 from memlib.store.backend import FORGOTTEN_KEYS as FORGOTTEN_KEYS  # (where it was; the fields of forgotten)
@@ -355,7 +355,7 @@ class MemoryStore(ValueSettings, Persistence):
     def cues(self) -> np.ndarray:
         """(n, 11) store cues of the retained items (:data:`memlib.cues.STORE_CUES`), what a cue value reads."""
         cols = self._backend.cols
-        return np.hstack([cols.view("static_cues"), cols.view("factors")[:, STORE_FACTOR_COLUMNS]])
+        return join_store_cues(cols.view("static_cues"), cols.view("factors"))
 
     @locked
     def values(self) -> np.ndarray:
