@@ -173,7 +173,7 @@ class OnlineState:
         Xu = X * user[:, None]
         # Self relevance: the sum of the user turns strictly before each turn, or of its own speaker's
         # for a user turn. `anchors` holds the anchors of self relevance, then those of goal relevance.
-        anchors = np.empty((2 * n, dim))
+        anchors = np.zeros((2 * n, dim))
         user_sum, asst, rest = self.user, ~user, 0
         if asst.any():  # an assistant turn's: the running sum of the user turns, as far as the last one needs
             rest = np.flatnonzero(asst)[-1]

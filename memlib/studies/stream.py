@@ -34,8 +34,8 @@ from memlib.store import MERGE_THRESHOLD, MemoryStore, Policy, ValuePolicy, make
 from memlib.studies._common import learner_settings
 from memlib.studies.data_spec import LOCOMO, DataSpec
 
-#: Policies of the streaming comparison: the names of :data:`memlib.store.POLICIES`, plus
-#: ``learned_V_keep``, the value policy that drops the lowest value first.
+#: Policies of the streaming comparison: the names of :data:`memlib.store.POLICIES` (``learned_V`` is the
+#: paper's policy, ``paper``), plus ``learned_V_keep``, the value policy that drops the lowest value first.
 STREAM_POLICIES = (
     "learned_V",
     "learned_V_keep",
