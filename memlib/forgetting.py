@@ -50,6 +50,29 @@ def forget_score(age_days, retrievals, value, beta: float = 1.0) -> np.ndarray:
     return age**RECENCY_EXPONENT / (1.0 + r) / (1.0 + beta * v)
 
 
+#: The forgetting rules of a value policy: eq. 3, or the lowest normalised value first.
+FORGET_RULES = ("eq3", "value")
+
+
+def rule_forget_scores(rule: str, age_days, retrievals, value=None, value_bar=None, beta: float = 1.0) -> np.ndarray:
+    """Forget scores under one rule of :data:`FORGET_RULES` (higher goes first).
+
+    ``eq3``: :func:`forget_score` of ``value`` (the value on eq. 3's scale: the paper's ``V``, or a
+    signed value's ``V-bar``); ``value``: ``-value_bar``, the lowest normalised value first, age
+    and usage aside. The store's value policy and the defaults study's replay both score by it.
+
+    >>> rule_forget_scores("value", None, None, value_bar=np.array([0.2, 0.9])).tolist()
+    [-0.2, -0.9]
+    >>> rule_forget_scores("eq3", [1.0], [0.0], value=[0.0]).tolist()
+    [1.0]
+    """
+    if rule not in FORGET_RULES:
+        raise ParameterError(f"unknown forgetting rule {rule!r}; choose {' or '.join(FORGET_RULES)}")
+    if rule == "value":
+        return -np.asarray(value_bar, dtype=float)
+    return forget_score(age_days, retrievals, value, beta=beta)
+
+
 def forget_order(forget_scores) -> np.ndarray:
     """Return the indices in the order memories are forgotten: the highest forget score first.
 
@@ -182,10 +205,12 @@ def consolidation_drops(
     [1, 2]
     """
     s = np.asarray(scores, dtype=float)
+    if s.ndim != 1:
+        raise ParameterError(f"scores must be one value per item (1-d), got shape {s.shape}")
     n = s.shape[0]
     eligible = np.ones(n, bool) if eligible is None else eligible
     if np.shape(eligible) != s.shape:
-        raise ParameterError(f"scores must have one value per item, got {n} for {np.shape(eligible)[0]} items")
+        raise ParameterError(f"scores must have one value per item, got {n} for {np.size(eligible)} items")
     cand, excess, over_tokens, held, tok = _budget_excess(eligible, budget, tokens, budget_tokens, pinned, count_pinned)
     drop = np.zeros(n, bool)
     if excess <= 0 and not over_tokens:

@@ -131,6 +131,10 @@ def test_consolidation_drops_refuses_bad_input():
         consolidation_drops([1.0, 2.0], budget=-1)
     with pytest.raises(ParameterError, match="budget_tokens must be an integer >= 0"):
         consolidation_drops([1.0, 2.0], budget_tokens=1.5, tokens=[1, 1])
+    with pytest.raises(ParameterError, match=r"scores must be one value per item \(1-d\), got shape \(\)"):
+        consolidation_drops(1.0, budget=1)
+    with pytest.raises(ParameterError, match="one value per item, got 2 for 1 items"):
+        consolidation_drops([1.0, 2.0], budget=1, eligible=True)
     with pytest.raises(ParameterError, match="one value per item, got 2 for 3 items"):
         consolidation_drops([1.0, 2.0], budget=1, eligible=[True, True, True])
     with pytest.raises(ParameterError, match=r"pinned must have shape \(2,\)"):

@@ -28,7 +28,7 @@ import warnings
 import numpy as np
 
 from memlib._checks import ParameterError, check_choice, check_positive
-from memlib.forgetting import forget_score
+from memlib.forgetting import rule_forget_scores
 from memlib.store.baselines import (
     FIFOPolicy,
     GenerativeAgentsPolicy,
@@ -89,10 +89,10 @@ class ValuePolicy(Policy):
     def forget_scores(self, store, now):
         """Return eq. 3's forget score of each item, or minus ``V-bar`` with ``keep_top_value``."""
         if self.keep_top_value:
-            return -store.normalised_values()
+            return rule_forget_scores("value", None, None, value_bar=store.normalised_values())
         v = store.value.eq3_value(store.values())  # the paper's V, or V-bar for a signed (cue) value
         view = store.view
-        return forget_score(np.maximum(now - view.time, 0.0), view.retrievals, v, beta=self.beta)
+        return rule_forget_scores("eq3", np.maximum(now - view.time, 0.0), view.retrievals, value=v, beta=self.beta)
 
     def retrieval_scores(self, store, query_vec, query_valence, now):
         """Return similarity plus ``value_weight`` times ``V-bar`` plus ``mood_weight`` times the mood match."""

@@ -48,7 +48,7 @@ from memlib import FACTORS
 from memlib._checks import ParameterError, check_fraction, check_int
 from memlib.cases import CaseSet
 from memlib.cues import STORE_CUES
-from memlib.forgetting import consolidation_drops, forget_score, over_budget
+from memlib.forgetting import FORGET_RULES, consolidation_drops, over_budget, rule_forget_scores
 from memlib.learning import fit_cue_value, hill_climb, retention_mass
 from memlib.metrics import RetentionEvaluator, keep_count
 from memlib.studies._common import learner_settings
@@ -74,7 +74,7 @@ READS = ("dataset", "quick", "limit", "sample", "embedding_setting")
 
 
 #: The forgetting rules a replay can use: eq. 3, or the lowest value first (``keep_top_value``).
-RULES = ("eq3", "value")
+RULES = FORGET_RULES
 
 
 def _check_rule(rule: str) -> str:
@@ -103,9 +103,7 @@ def forget_scores(v, v_bar, age, rule: str, beta: float = 1.0) -> np.ndarray:
     -------
     ndarray, shape (n,)
     """
-    if _check_rule(rule) == "value":
-        return -v_bar
-    return forget_score(age, np.zeros(len(age)), v, beta=beta)
+    return rule_forget_scores(_check_rule(rule), age, np.zeros(len(age)), value=v, value_bar=v_bar, beta=beta)
 
 
 def simulate_store(v, v_bar, time, session, budget: int, rule: str, beta: float = 1.0) -> np.ndarray:
