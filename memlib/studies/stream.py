@@ -20,6 +20,7 @@ data, its embeddings and factors, and compose them.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -28,9 +29,11 @@ import pandas as pd
 from memlib import FACTORS
 from memlib._checks import ParameterError, check_choice, check_fraction, check_int
 from memlib.cases import CaseSet
+from memlib.forgetting import consolidation_drops, over_budget
 from memlib.learning import hill_climb
 from memlib.metrics import RetentionEvaluator, keep_count, retrieval_metrics
 from memlib.store import MERGE_THRESHOLD, MemoryStore, Policy, ValuePolicy, make_policy, replay_history, valence
+from memlib.store.backend import MemoryBackend
 from memlib.studies._common import learner_settings
 from memlib.studies.data_spec import LOCOMO, DataSpec
 
@@ -135,6 +138,158 @@ def replay(
     if stats is not None:
         stats["peak_items"] = max(stats.get("peak_items", 0), peak)
     return st
+
+
+def restricted_store(store: MemoryStore, keep, now: float) -> MemoryStore:
+    """Return a copy of ``store`` that holds only the items at positions ``keep``, its clock at ``now``; for reading.
+
+    Every column of a kept item is the one ``store`` holds (copied); the settings
+    (value, weights, policy, factor set) are shared. Its session scalars and running
+    sums are ``store``'s, so the copy is for scoring and ranking
+    (:meth:`~memlib.store.MemoryStore.rank`, :meth:`~memlib.store.MemoryStore.values`,
+    a policy's forget scores), not for adding turns.
+    """
+    return _Restriction(store)(keep, now)
+
+
+class _Restriction:
+    """:func:`restricted_store` for many subsets of one store: its columns and strings indexed as arrays."""
+
+    def __init__(self, store: MemoryStore):
+        cols = store._backend.cols
+        self.store, self.cols = store, cols
+        self.arrays = {k: a[: cols.n] for k, a in cols.data.items()}
+        self.strings = {}
+        for k, s in cols.strings.items():
+            self.strings[k] = np.empty(len(s), dtype=object)
+            self.strings[k][:] = s
+
+    def __call__(self, keep, now: float) -> MemoryStore:
+        keep = np.asarray(keep, dtype=np.int64)
+        cols = copy.copy(self.cols)  # (as Columns.take: new arrays, the store's are left as they are)
+        cols.data = {k: a[keep] for k, a in self.arrays.items()}
+        cols.strings = {k: s[keep].tolist() for k, s in self.strings.items()}
+        cols.n = len(keep)
+        backend = MemoryBackend()
+        backend.cols, backend.sums = cols, self.store._backend.sums
+        backend.scalars = {**self.store._backend.scalars, "now": float(now)}
+        out = copy.copy(self.store)  # (an in-memory store copies with a lock of its own)
+        out._backend = backend
+        return out
+
+
+def replay_cuts(
+    history: pd.DataFrame,
+    weights,
+    policy: Policy,
+    cuts,
+    embeddings: np.ndarray,
+    emotion: np.ndarray,
+    stats: dict | None = None,
+    factor_set: str = "paper",
+    full: MemoryStore | None = None,
+) -> list[MemoryStore]:
+    """Replay several prefixes of one history, each with its own budget, from one replay of the longest.
+
+    ``cuts`` holds ``(n_rows, budget)`` pairs; each ``n_rows`` must end a session of
+    ``history``. The i-th store returned holds the items, every column equal, that
+    ``replay(history[:n_rows], weights, policy, budget, ...)`` (:func:`replay`) holds,
+    with its clock; it is a :func:`restricted_store`, for reading.
+
+    Why it is the same: a store annotates each turn from the turns before it, never
+    from what it still holds (merging is off), and a session's goal relevance is fixed
+    at its end, before anything is dropped; so a turn's columns in a bounded store are
+    the ones it has in a store that keeps everything. What a budget changes is only
+    which turns are still held, and that is decided here as the store decides it
+    (:func:`memlib.store.forget.plan`): at each session end, if the store is over its
+    budget, the policy's forget scores of the held turns (read from a store restricted
+    to them) go through :func:`~memlib.forgetting.consolidation_drops`. The turns are
+    annotated once, not once per prefix and budget; the test
+    ``tests/test_stream_realmem.py`` checks the equality against :func:`replay`.
+
+    ``full``, if given, is that replay of the longest prefix with nothing dropped
+    (:func:`replay` with a budget of all its turns, the same weights, policy and factor
+    set), made once for several budgets; it is not changed.
+    """
+    cuts = [(int(n), check_int("budget", b, minimum=0)) for n, b in cuts]
+    sessions = history["session"].to_numpy()
+    n_all = len(history)
+    ends = np.flatnonzero(np.r_[sessions[1:] != sessions[:-1], True]) + 1 if n_all else np.zeros(0, np.int64)
+    n_max = max((n for n, _ in cuts), default=0)
+    for n, _ in cuts:
+        if n and n not in set(ends.tolist()):
+            raise ParameterError(f"a cut of the history must end a session, got {n} rows")
+    times = history["time"].to_numpy(dtype=float)
+    if full is None:  # every turn of the longest prefix, consolidated at session ends with a budget that holds them all
+        full = replay(
+            history.iloc[:n_max], weights, policy, max(n_max, 1), embeddings[:n_max], emotion[:n_max], None, factor_set
+        )
+    if len(full) != n_max:
+        raise ParameterError(f"full must hold every turn of the longest cut ({n_max}), it holds {len(full)}")
+    restrict = _Restriction(full)
+    expires, pinned, tokens = (restrict.arrays[k] for k in ("expires", "pinned", "tokens"))
+    stores, peak = [], 0
+    for n, budget in cuts:
+        keep = np.zeros(0, dtype=np.int64)
+        start = 0
+        for end in ends[ends <= n]:
+            keep = np.concatenate([keep, np.arange(start, end)])
+            start = int(end)
+            peak = max(peak, len(keep))
+            if not policy.bounded:
+                continue
+            now = float(times[end - 1])
+            expired = expires[keep] <= now
+            rule = {  # what the store's consolidation reads (memlib.store.forget.plan), of the held turns
+                "budget": budget,
+                "budget_tokens": None,
+                "tokens": tokens[keep],
+                "eligible": ~expired,
+                "pinned": pinned[keep].astype(bool),
+                "count_pinned": False,
+            }
+            if not (expired.any() or over_budget(**rule)):
+                continue
+            scores = np.asarray(policy.forget_scores(restrict(keep, now), now), float)
+            dropped, _ = consolidation_drops(scores, **rule)
+            keep = keep[~(expired | dropped)]
+        stores.append(restrict(keep, float(times[n - 1]) if n else -np.inf))
+    if stats is not None:  # as replay: the largest store at a session end, before it consolidated
+        stats["peak_items"] = max(stats.get("peak_items", 0), peak)
+    return stores
+
+
+def history_chains(histories, labels) -> list[list[int]]:
+    """Group histories into chains, each a list of indices whose sessions are prefixes of its first's (the longest).
+
+    ``histories`` holds each history's sessions (a sequence), ``labels`` one label per
+    history; only histories with the same label share a chain. Chains come in the order
+    of their longest history's first appearance among the longest first.
+
+    >>> history_chains([("a", "b"), ("a",), ("c",), ("a", "b", "d")], [0, 0, 0, 0])
+    [[3, 0, 1], [2]]
+    """
+    histories = [tuple(h) for h in histories]
+    order = sorted(range(len(histories)), key=lambda i: -len(histories[i]))
+    heads: dict = {}  # (label, first session) -> chains whose longest starts there
+    chains: list[list[int]] = []
+    for i in order:
+        h = histories[i]
+        key = (labels[i], h[:1])
+        near = heads.get(key, []) if h else [c for (label, _), cs in heads.items() if label == key[0] for c in cs]
+        for chain in near:
+            if histories[chain[0]][: len(h)] == h:
+                chain.append(i)
+                break
+        else:
+            chains.append([i])
+            heads.setdefault(key, []).append(chains[-1])
+    return chains
+
+
+#: Replay a chain of nested histories once (:func:`replay_cuts`) rather than once per history and budget.
+#: Exactly equivalent (tests/test_stream_realmem.py); the tests turn it off to compare with the slow path.
+SHARE_REPLAYS = True
 
 
 def two_folds(groups, seed: int = 0) -> np.ndarray:
@@ -267,7 +422,15 @@ def stream(
     replaying only the sessions dated before it, and its ranking is also scored at
     session level (LongMemEval's ``recall_any``, ``recall_all`` and ``ndcg_any``
     over sessions). Abstention questions (ids ending in ``_abs``) are left out,
-    as LongMemEval's retrieval evaluation leaves them out.
+    as LongMemEval's retrieval evaluation leaves them out. A turn without text
+    (six of RealMem's, twelve of LongMemEval-S's, none of them gold) is left out of
+    the histories, as a store refuses it; ``info["turns_without_text"]`` counts them.
+
+    Histories nested in one another (RealMem's: a persona's questions, each asked
+    after the sessions before its own) are replayed once per chain, budget and policy
+    (:func:`replay_cuts`), which gives every question exactly the store the replay of
+    its own history would (each with its own budget); a history that nests in no other
+    (LoCoMo's, LongMemEval's) is replayed alone with :func:`replay`.
 
     The weights of ``learned_V`` are learned with the blind keep/drop objective on
     the *other* half of the histories (a two-fold split by group), at a keep
@@ -322,41 +485,85 @@ def stream(
         if pd.notna(qdates.iloc[c]):
             cut = sum(session_date[x] <= qdates.iloc[c] for x in hay)
         histories.setdefault((hay, cut), []).append(c)
-    rows = []
     stats: dict = {}
     bar = tqdm(total=len(histories) * len(policies) * len(budgets), desc="replay", disable=not progress)
     dated = bool(qdates.notna().any())
-    for (hay, cut), case_list in histories.items():
+    keys = list(histories)
+    hist = []  # per history: its rows and its questions' gold positions
+    # a turn without text is none a store can hold (MemoryStore.add refuses it): it is left out of the history, and
+    # the budget is a share of the turns that remain (RealMem has 6 such turns, LongMemEval-S 12, none of them gold)
+    has_text = np.array([bool(str(t).strip()) for t in ds.turns["text"]], dtype=bool)
+    no_text: set = set()
+    for hay, cut in keys:
+        case_list = histories[(hay, cut)]
         n_rows = int(ds.sessions.set_index("session").loc[list(hay[:cut]), "n_turns"].sum())
         hrows = usable.haystack_rows(case_list[0])[:n_rows]
-        history = history_frame(ds, hrows)
-        sessions = history["session"].to_numpy() if dated else None
+        no_text.update(hrows[~has_text[hrows]].tolist())
+        hrows = hrows[has_text[hrows]]
         pos_of_row = {r: i for i, r in enumerate(hrows)}
         golds = [{pos_of_row[g] for g in cases["gold"].iloc[c] if g in pos_of_row} for c in case_list]
-        for b in budgets:
-            count = budget_count(b, len(hrows))
-            for name in policies:
-                w = weights[(b, fold[case_list[0]])] if name.startswith("learned_V") else np.ones(len(FACTORS))
+        hist.append((hrows, golds))
+    # histories nested in one another (RealMem: a persona's questions, each asked at its own date) form a chain,
+    # replayed once when it holds more than one; a history alone is replayed as it always was
+    chains = (
+        history_chains([hay[:cut] for hay, cut in keys], [fold[histories[k][0]] for k in keys])
+        if SHARE_REPLAYS
+        else [[h] for h in range(len(keys))]
+    )
+    scored: dict = {}  # (history, budget, policy) -> its questions' rows
+    for chain in chains:
+        longest = history_frame(ds, hist[chain[0]][0])
+        E_chain, emo_chain = E[hist[chain[0]][0]], emotion[hist[chain[0]][0]]
+        fulls: dict = {}  # (policy, weights) -> the longest history replayed with nothing dropped
+        for bi, b in enumerate(budgets):
+            counts = [budget_count(b, len(hist[h][0])) for h in chain]
+            for pi, name in enumerate(policies):
+                w = (
+                    weights[(b, fold[histories[keys[chain[0]]][0]])]
+                    if name.startswith("learned_V")
+                    else np.ones(len(FACTORS))
+                )
                 policy = stream_policy(name, beta)
                 bounded = stats if policy.bounded else None
-                st = replay(history, w, policy, count, E[hrows], emotion[hrows], bounded, data.factor_set)
-                for c, gold in zip(case_list, golds):
-                    if not gold:  # its evidence comes after the question's date: nothing to retain
-                        continue
-                    scores = question_scores(st, Q[c], q_val[c], gold, ks, sessions)
-                    rows.append(
-                        {
-                            "policy": name,
-                            "budget": b,
-                            "case_id": cases["case_id"].iloc[c],
-                            "group": groups[c],
-                            "retention": scores.pop("retention"),
-                            "stored": len(st),
-                            "history": len(hrows),
-                            **scores,
-                        }
+                if len(chain) > 1:
+                    cuts = [(len(hist[h][0]), c) for h, c in zip(chain, counts)]
+                    key = (name, np.asarray(w, float).tobytes())
+                    if key not in fulls:
+                        n = len(longest)
+                        fulls[key] = replay(longest, w, policy, max(n, 1), E_chain, emo_chain, None, data.factor_set)
+                    stores = replay_cuts(
+                        longest, w, policy, cuts, E_chain, emo_chain, bounded, data.factor_set, full=fulls[key]
                     )
-                bar.update()
+                else:
+                    stores = [replay(longest, w, policy, counts[0], E_chain, emo_chain, bounded, data.factor_set)]
+                for h, st in zip(chain, stores):
+                    hrows, golds = hist[h]
+                    sessions = longest["session"].to_numpy()[: len(hrows)] if dated else None
+                    rows = scored[(h, bi, pi)] = []
+                    for c, gold in zip(histories[keys[h]], golds):
+                        if not gold:  # its evidence comes after the question's date: nothing to retain
+                            continue
+                        scores = question_scores(st, Q[c], q_val[c], gold, ks, sessions)
+                        rows.append(
+                            {
+                                "policy": name,
+                                "budget": b,
+                                "case_id": cases["case_id"].iloc[c],
+                                "group": groups[c],
+                                "retention": scores.pop("retention"),
+                                "stored": len(st),
+                                "history": len(hrows),
+                                **scores,
+                            }
+                        )
+                    bar.update()
+    rows = [
+        row
+        for h in range(len(keys))
+        for bi in range(len(budgets))
+        for pi in range(len(policies))
+        for row in scored[(h, bi, pi)]
+    ]
     bar.close()
     per_q = pd.DataFrame(rows)
     info = {
@@ -365,6 +572,7 @@ def stream(
         "beta": beta,
         "peak_items": stats.get("peak_items", 0),  # largest bounded store at a session end, before forgetting
         "max_history": int(per_q["history"].max()),
+        "turns_without_text": len(no_text),  # left out of the histories they were in
     }
     return StreamResult(stream_table(per_q, ks), per_q, weight_table, info)
 
