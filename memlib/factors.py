@@ -64,7 +64,9 @@ file in :mod:`memlib.factor_table`.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import inspect
 import json
 import time
 import warnings
@@ -200,6 +202,18 @@ def fingerprint(ds: Dataset, regime: str, options: dict) -> str:
     return h.hexdigest()[:24]
 
 
+def _with_replayed_usage(ds, regime, args: dict):
+    """:func:`annotate` with ``retrievals='replayed'``: the annotation, then its replayed usage column."""
+    from memlib.usage import replay_annotation, with_usage
+
+    kw = {k: args[k] for k in inspect.signature(annotate).parameters if k not in ("ds", "regime")}
+    ann = annotate(ds, regime, **{**kw, "retrievals": None})
+    setting = kw["max_seq_length"] if kw["max_seq_length"] is not None else kw["embedding"] or kw["embedding_setting"]
+    _, factor = replay_annotation(ds, ann, embedding_setting=setting, progress=kw["progress"])
+    inert = [f for f in ann.inert if f != "usage_history"] if factor.any() else ann.inert
+    return dataclasses.replace(ann, cases=with_usage(ann.cases, factor), inert=inert)
+
+
 def annotate(
     ds: Dataset,
     regime: str = "blind",
@@ -251,8 +265,13 @@ def annotate(
     task_utility : callable, optional
         ``f(list of texts) -> array in [0, 1]``, called once on the texts of the turns
         the usable cases' haystacks hold (in table order); makes task utility live.
-    retrievals : array_like, optional
-        Retrieval count per row of ``ds.turns``; makes usage history live.
+    retrievals : array_like or 'replayed', optional
+        Retrieval count per row of ``ds.turns``; makes usage history live. ``'replayed'``:
+        the retrievals the agent itself would have made, history by history, up to the
+        consolidation point (each user turn retrieves the :data:`memlib.usage.DEFAULT_K`
+        most similar earlier turns; :func:`memlib.usage.replay_annotation`). It reads no
+        question, so the blind regime stays blind; the counts differ per history, so they
+        fill the cases' usage column after the annotation, not a column per turn.
     use_cache : bool
         Load / store the factor table in ``data/cache/factors`` (keyed by
         :func:`fingerprint`) and the embeddings in the embedding cache.
@@ -264,6 +283,11 @@ def annotate(
     """
     from memlib.embeddings import resolve_setting
 
+    if isinstance(retrievals, str):
+        if retrievals != "replayed":
+            msg = f"retrievals must be counts per row of dataset.turns or 'replayed', got {retrievals!r}"
+            raise ParameterError(msg)
+        return _with_replayed_usage(ds, regime, locals())
     check_choice("regime", regime, REGIMES)
     check_choice("factor_set", factor_set, ALL_FACTOR_SETS)
     check_choice("arousal", arousal, AROUSAL_READINGS)
