@@ -212,14 +212,16 @@ def test_defaults_command_measures_and_writes_a_defaults_file(tmp_path):
     try:
         datasets.resolve("locomo10.json", download=False)
         datasets.load("longmemeval_s")
+        datasets.resolve_realmem()
     except datasets.DatasetError as exc:
         pytest.skip(f"a dataset is not available: {exc}")
     path = tmp_path / "defaults.json"
     out = run("defaults", "--quick", "--json", "--write", str(path))
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)
-    assert {r["config"] for r in rows} == {"defaults", "paper eq. 3"}
-    assert {r["dataset"] for r in rows} == {"locomo", "longmemeval_s"}
+    assert {r["config"] for r in rows} == {"defaults", "chosen without it", "paper eq. 3", "first in, first out"}
+    assert {r["dataset"] for r in rows} == {"locomo", "longmemeval_s", "realmem"}
+    assert {r["metric"] for r in rows} == {"retention", "recall_any@10", "recall_all@10"}
     d = load_defaults(path)
     assert set(d["policy"]) == {"keep_top_value", "beta", "value_weight", "mood_weight"}
     assert d["measured"] == rows  # the file carries the held-out numbers it printed

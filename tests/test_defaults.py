@@ -32,6 +32,51 @@ def test_the_simulation_keeps_the_hand_computed_turns():
     assert D.simulate_store(v, v / 3, t, session, budget=6, rule="eq3").all()
 
 
+@pytest.mark.parametrize("rule", ["eq3", "value"])
+def test_the_fast_replay_keeps_the_turns_the_store_rule_keeps(rule):
+    # random histories with many ties (values on a coarse grid, several turns per session at one time)
+    rng = np.random.default_rng(1)
+    for trial in range(300):
+        n = int(rng.integers(1, 40))
+        session = np.sort(rng.integers(0, max(1, n // 3), n))
+        time = session * rng.choice([0.5, 1.0, 3.0]) + rng.choice([0.0, 0.01], n).cumsum()
+        v = rng.integers(0, 4, n) / 2.0
+        v_bar = rng.integers(0, 5, n) / 4.0
+        budget = int(rng.integers(0, n + 2))
+        beta = float(rng.choice([0.0, 1.0, 10.0]))
+        want = D.simulate_store(v, v_bar, time, session, budget, rule, beta)
+        got = D.replay_kept(v, v_bar, time, session, budget, rule, beta)
+        assert got.tolist() == want.tolist(), (trial, n, budget, beta)
+
+
+def test_the_leave_one_out_protocol_never_fits_on_the_corpus_it_scores():
+    plan = D.protocol(["a", "b", "c"])
+    assert [t for _, t in plan["held_out"]] == ["a", "b", "c"]
+    for src, t in plan["held_out"] + plan["inner"]:
+        assert t not in src and src
+    # the choice made without "a" reads only pairs that never saw "a"
+    without_a = [(s, t) for s, t in plan["inner"] if "a" not in s and t != "a"]
+    assert sorted(without_a) == [(("b",), "c"), (("c",), "b")]
+    with pytest.raises(ParameterError, match="at least two corpora"):
+        D.defaults_study_on([])
+
+
+def test_the_worst_case_choice_prefers_what_holds_on_every_corpus():
+    import pandas as pd
+
+    s = pd.DataFrame(
+        {
+            "m": ["mean_winner"] * 3 + ["robust"] * 3,
+            "dataset": ["x", "y", "z"] * 2,
+            "mean": [0.9, 0.9, 0.2, 0.6, 0.6, 0.5],
+        }
+    )
+    assert D._worst_case(s, ["m"]) == {"m": "robust"}
+    # equal worst corpora: the better mean
+    s.loc[2, "mean"] = 0.5
+    assert D._worst_case(s, ["m"]) == {"m": "mean_winner"}
+
+
 def test_the_simulation_refuses_an_unknown_rule_even_when_nothing_goes():
     with pytest.raises(ParameterError, match="unknown forgetting rule 'lru'; choose eq3 or value"):
         D.simulate_store(np.ones(2), np.ones(2), np.zeros(2), np.zeros(2), budget=5, rule="lru")
@@ -63,6 +108,7 @@ def test_fit_cue_value_weighs_each_dataset_the_same():
 def test_the_shipped_defaults_drive_a_default_store(tmp_path):
     d = load_defaults()
     assert d["format"] == "memlib-defaults" and set(d["datasets"]) == set(D.DATASETS)
+    assert d["protocol"].startswith("leave one corpus out")
     assert d["value"].cues == STORE_CUES
     p = ValuePolicy()
     assert p.config() == {k: d["policy"][k] for k in ("beta", "value_weight", "mood_weight", "keep_top_value")}
@@ -162,3 +208,56 @@ def test_normalise_maps_a_flat_stretch_to_its_middle_and_the_default_is_read_onl
     assert cv.normalise([0.0])[0] == pytest.approx(0.25) and cv.normalise([1e6])[0] == pytest.approx(0.755)
     with pytest.raises(ValueError):
         load_defaults()["value"].weights[0] = 1.0
+
+
+def planted_corpus(name, seed, gold_cue=4, G=6, n=12):
+    """A corpus whose gold turns are the ones with the largest ``gold_cue`` (numbers), three sessions a history."""
+    from memlib.cases import CaseSet
+
+    rng = np.random.default_rng(seed)
+    cues = rng.random((G, n, len(STORE_CUES)))
+    gold = [list(np.argsort(-cues[g, :, gold_cue])[:2]) for g in range(G)]
+    times = [np.repeat([0.0, 5.0, 10.0], n // 3) + np.arange(n) * 0.01 for _ in range(G)]
+    cases = CaseSet.from_haystacks(
+        [rng.random((n, 7)) for _ in range(G)],
+        times,
+        np.arange(G),
+        gold,
+        case_ids=[f"{name}{g}" for g in range(G)],
+        groups=[f"{name}{g}" for g in range(G)],
+    )
+    E = rng.normal(size=(G * n, 384)).astype(np.float32)
+    E /= np.linalg.norm(E, axis=1, keepdims=True)
+    return D.History(
+        name,
+        cases,
+        cues,
+        np.repeat([[0, 1, 2]], G, axis=0).repeat(n // 3, axis=1),
+        np.arange(G * n).reshape(G, n),
+        E,
+        np.zeros(G * n),
+        E[np.arange(G) * n],
+        np.zeros(G),
+    )
+
+
+def test_the_defaults_study_leaves_each_corpus_out_and_its_own_choice_never_reads_it():
+    hs = [planted_corpus(n, s) for n, s in (("a", 0), ("b", 1), ("c", 2))]
+    m = D.defaults_study_on(hs, keep_fraction=0.3, quick=True)
+    assert set(m.chosen["choice"]) == {"shipped", "without a", "without b", "without c"}
+    head = m.headline.set_index(["dataset", "metric", "config"])["mean"]
+    for d in "abc":  # the gold is what a cue value can learn elsewhere: it keeps more than the paper's eq. 3
+        assert head[(d, "retention", "defaults")] > head[(d, "retention", "paper eq. 3")]
+    held = m.table[(m.table["part"] == "forgetting") & (m.table["split"] == "held_out")]
+    assert sorted(zip(held["dataset"].unique(), held["trained_on"].unique())) == [
+        ("a", "b+c"),
+        ("b", "a+c"),
+        ("c", "a+b"),
+    ]
+    # change corpus a's gold: the choice made without a is the same, its held-out figure on a is not
+    a2 = planted_corpus("a", 0, gold_cue=7)
+    m2 = D.defaults_study_on([a2, *hs[1:]], keep_fraction=0.3, quick=True)
+    row = lambda r, c: r.chosen.set_index("choice").loc[c].to_dict()  # noqa: E731
+    assert row(m2, "without a") == row(m, "without a")
+    head2 = m2.headline.set_index(["dataset", "metric", "config"])["mean"]
+    assert head2[("a", "retention", "chosen without it")] != head[("a", "retention", "chosen without it")]

@@ -6,7 +6,7 @@
 * :mod:`~.mlp`, ``mlp``: the MLP ablation (04);
 * :mod:`~.sweep`, ``sweep``: Figure 3, retention against the keep fraction (05);
 * :mod:`~.stream`, ``stream``: the live store against published policies (06);
-* :mod:`~.defaults`, ``defaults``: the store's defaults, chosen on held-out histories (06);
+* :mod:`~.defaults`, ``defaults``: the store's defaults, chosen leaving one corpus out (06);
 * :mod:`~.optimisers`, ``optimisers``: hill-climb against CMA-ES (07);
 * :mod:`~.reproduction`, ``paper``: the paper's benchmark, LongMemEval-S, beside the paper (08);
 * :mod:`~.released`, ``released``: the authors' released experiment, rebuilt and taken apart (08);
