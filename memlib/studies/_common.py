@@ -347,6 +347,34 @@ def evaluate_splits(
     return per_case, pd.DataFrame(wrows)
 
 
+def rank_by_worst_case(scores: pd.DataFrame, keys, corpus: str = "dataset") -> pd.DataFrame:
+    """Rank configurations by their *worst* corpus, best first (ties: the better mean, then the first listed).
+
+    A value an agent ships must hold on conversations nobody labelled, so it is chosen by the
+    lowest of its held-out figures, not by their mean, which can be the best of two corpora and
+    fail on a third. ``scores`` holds one ``mean`` per configuration (``keys``) and ``corpus``;
+    returns ``keys..., worst, worst_corpus, mean``.
+
+    >>> s = pd.DataFrame({"c": ["a", "a", "b", "b"], "dataset": ["x", "y", "x", "y"], "mean": [0.9, 0.3, 0.5, 0.5]})
+    >>> rank_by_worst_case(s, ["c"]).values.tolist()
+    [['b', 0.5, 'x', 0.5], ['a', 0.3, 'y', 0.6]]
+    """
+    keys = list(keys)
+    rows = []
+    for key, g in scores.groupby(keys, sort=False, dropna=False):
+        at = g["mean"].idxmin()
+        rows.append(
+            {
+                **dict(zip(keys, key if isinstance(key, tuple) else (key,))),
+                "worst": float(g.loc[at, "mean"]),
+                "worst_corpus": g.loc[at, corpus],
+                "mean": float(g["mean"].mean()),
+            }
+        )
+    out = pd.DataFrame(rows, columns=[*keys, "worst", "worst_corpus", "mean"])
+    return out.sort_values(["worst", "mean"], ascending=False, kind="stable").reset_index(drop=True)
+
+
 def side_by_side(results: dict, index, value: str = "mean", paper: dict | None = None) -> pd.DataFrame:
     """One column of ``value`` per dataset, rows matched on ``index`` (in the first table's order).
 

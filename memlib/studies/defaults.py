@@ -63,7 +63,7 @@ from memlib.forgetting import (
 )
 from memlib.learning import fit_cue_value, hill_climb, retention_mass
 from memlib.metrics import RetentionEvaluator, keep_count
-from memlib.studies._common import learner_settings
+from memlib.studies._common import learner_settings, rank_by_worst_case
 from memlib.studies.data_spec import EACH, DataSpec
 from memlib.value import LinearValue
 
@@ -427,10 +427,8 @@ def _worst_case(scores: pd.DataFrame, keys: list[str]) -> dict:
     >>> _worst_case(s, ["c"])
     {'c': 'b'}
     """
-    g = scores.groupby(keys, sort=False, dropna=False)["mean"]
-    rank = pd.DataFrame({"worst": g.min(), "mean": g.mean()})
-    best = rank.sort_values(["worst", "mean"], ascending=False, kind="stable").index[0]
-    return dict(zip(keys, best if isinstance(best, tuple) else (best,)))
+    best = rank_by_worst_case(scores, keys).iloc[0]
+    return {k: best[k] for k in keys}
 
 
 def protocol(names: list[str]) -> dict:

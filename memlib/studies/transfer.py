@@ -47,7 +47,7 @@ from memlib.cases import CaseSet
 from memlib.cues import CueTable
 from memlib.learning import N_ITER, hill_climb
 from memlib.metrics import RetentionEvaluator, expected_random_retention, paired_bootstrap
-from memlib.studies._common import quick_splits, split_plan
+from memlib.studies._common import quick_splits, rank_by_worst_case, split_plan
 from memlib.studies.cue_data import READS, load_cue_data
 from memlib.studies.cues import (
     CUE_MODELS,
@@ -368,19 +368,7 @@ def choose_by_worst_case(summary: pd.DataFrame) -> pd.DataFrame:
     [['b', 0.5, 'x', 0.5, True], ['a', 0.3, 'y', 0.6, False]]
     """
     held = summary[summary["train"].isin([OTHERS, WORST_CASE])]
-    rows = []
-    for (model, train), g in held.groupby(["model", "train"], sort=False):
-        at = g["mean"].idxmin()
-        rows.append(
-            {
-                "model": model,
-                "train": train,
-                "worst": float(g.loc[at, "mean"]),
-                "worst_corpus": g.loc[at, "test"],
-                "mean": float(g["mean"].mean()),
-            }
-        )
-    out = pd.DataFrame(rows).sort_values(["worst", "mean"], ascending=False, kind="stable").reset_index(drop=True)
+    out = rank_by_worst_case(held, ["model", "train"], corpus="test")
     out["chosen"] = out.index == 0
     return out
 
