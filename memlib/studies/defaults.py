@@ -437,7 +437,7 @@ def protocol(names: list[str]) -> dict:
     ``held_out``: each corpus tested on a value learned on every other. ``inner``: for each corpus
     ``T``, each other corpus ``A`` tested on a value learned on the corpora that are neither (or on
     ``A``'s own when only ``T`` and ``A`` are there), so that a choice made without ``T`` holds out
-    a corpus too.
+    a corpus too; ``without`` maps each ``T`` to those pairs.
 
     >>> protocol(["a", "b", "c"])["held_out"]
     [(('b', 'c'), 'a'), (('a', 'c'), 'b'), (('a', 'b'), 'c')]
@@ -445,13 +445,12 @@ def protocol(names: list[str]) -> dict:
     [(('a',), 'b'), (('a',), 'c')]
     """
     held = [(tuple(n for n in names if n != t), t) for t in names]
-    inner = set()
+    without = {}
     for t in names:
         rest = [n for n in names if n != t]
-        for a in rest:
-            src = tuple(n for n in rest if n != a) or (a,)
-            inner.add((src, a))
-    return {"held_out": held, "inner": sorted(inner - set(held))}
+        without[t] = [(tuple(n for n in rest if n != a) or (a,), a) for a in rest]
+    inner = {pair for pairs in without.values() for pair in pairs}
+    return {"held_out": held, "inner": sorted(inner - set(held)), "without": without}
 
 
 def _forgetting_rows(h: History, fn_of, keep_fraction: float, trained_on: str, split: str) -> pd.DataFrame:
@@ -542,20 +541,14 @@ def defaults_study_on(
     forget = pd.concat(forget, ignore_index=True)
     means = forget.groupby(["dataset", "trained_on", "split", *FORGET_KEYS], sort=False)["value"].mean()
     means = means.rename("mean").reset_index()
-    held_means = means[means["split"] == "held_out"]
 
-    def inner_means(target):
-        """Scores of the inner pairs that leave ``target`` out entirely."""
-        rest = [n for n in names if n != target]
-        keep = [(_key(tuple(n for n in rest if n != a) or (a,)), a) for a in rest]
-        sel = [means[(means["trained_on"] == s) & (means["dataset"] == a)] for s, a in keep]
-        return pd.concat(sel, ignore_index=True)
+    def scores_of(pairs):
+        """Return the means of each configuration on the given (training corpora, tested corpus) pairs."""
+        return pd.concat([means[(means["trained_on"] == _key(s)) & (means["dataset"] == a)] for s, a in pairs])
 
-    configs = {"shipped": (_worst_case(held_means, FORGET_KEYS), plan["held_out"])}
-    for t in names:
-        rest = [n for n in names if n != t]
-        inner_pairs = [(tuple(n for n in rest if n != a) or (a,), a) for a in rest]
-        configs[f"without {t}"] = (_worst_case(inner_means(t), FORGET_KEYS), inner_pairs)
+    configs = {"shipped": (_worst_case(scores_of(plan["held_out"]), FORGET_KEYS), plan["held_out"])}
+    for t, pairs in plan["without"].items():
+        configs[f"without {t}"] = (_worst_case(scores_of(pairs), FORGET_KEYS), pairs)
     retr, chosen = [], []
     for label, (config, choice_pairs) in configs.items():
         split = "held_out" if label == "shipped" else "inner"
