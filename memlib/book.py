@@ -90,15 +90,76 @@ def execute(md_path, out_path, parameters: dict | None = None, progress: bool = 
         tmp_in.unlink(missing_ok=True)
 
 
-def build_book(source=ROOT, output=None) -> int:
+def build_book(source=ROOT, output=None, quick: bool = False) -> int:
     """Build the Jupyter Book at ``source``; every notebook re-executes; warnings are errors.
 
-    Returns the exit code of ``jupyter-book build`` (non-zero when any cell fails).
+    Parameters
+    ----------
+    source : str or pathlib.Path
+        The book's folder (``_config.yml``, ``_toc.yml``, ``book/``, ``notebooks/``).
+    output : str or pathlib.Path, optional
+        Where ``_build/`` is written (default: ``source``).
+    quick : bool
+        Build every chapter in quick mode: the book is staged by :func:`stage_quick` (each chapter as
+        ``.ipynb`` with ``quick = True`` injected after its parameters cell) and built from there, with the
+        same configuration and the same strictness. CI builds this book; ``make`` builds the full one.
+
+    Returns
+    -------
+    int
+        The exit code of ``jupyter-book build``: non-zero when any cell fails or the build warns (a glue key
+        glued twice on a page, say).
     """
+    source = Path(source)
+    output = Path(output) if output is not None else source
+    if quick:
+        source = stage_quick(source, output / "build" / "book-quick")
     cmd = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(source), "--all", "-W", "--keep-going"]
-    if output is not None:
-        cmd += ["--path-output", str(output)]
+    cmd += ["--path-output", str(output)]
     return subprocess.call(cmd)
+
+
+def stage_quick(source, staged) -> Path:
+    """Copy the book at ``source`` into ``staged`` with every chapter in quick mode; return ``staged``.
+
+    The configuration, the table of contents and ``book/`` are copied as they are; each
+    ``notebooks/NN_topic.md`` becomes ``notebooks/NN_topic.ipynb`` with ``quick = True`` injected
+    (:func:`to_notebook`), which the table of contents finds under the same name. ``staged`` is emptied
+    first: it is memlib's own staging folder, never a folder of the user's (it must be absent or hold the
+    marker file a previous staging left).
+
+    Parameters
+    ----------
+    source : str or pathlib.Path
+        The book's folder.
+    staged : str or pathlib.Path
+        The staging folder (``build/book-quick`` under the output folder).
+
+    Returns
+    -------
+    pathlib.Path
+        ``staged``, ready for ``jupyter-book build``.
+    """
+    import shutil
+
+    import nbformat
+
+    from memlib._checks import ParameterError
+
+    source, staged = Path(source), Path(staged)
+    marker = staged / ".memlib-staged-book"
+    if staged.exists() or staged.is_symlink():
+        if staged.is_symlink() or not marker.is_file():
+            raise ParameterError(f"{staged}: exists and was not staged by memlib; move it away to build the quick book")
+        shutil.rmtree(staged)
+    (staged / "notebooks").mkdir(parents=True)
+    marker.write_text("the quick-mode copy of the book that memlib book build --quick builds; safe to delete\n")
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy2(source / name, staged / name)
+    shutil.copytree(source / "book", staged / "book")
+    for md in notebook_paths(source / "notebooks"):
+        nbformat.write(to_notebook(md, {"quick": True}), staged / "notebooks" / (md.stem + ".ipynb"))
+    return staged
 
 
 #: Anything a page or a stylesheet makes the browser fetch from another host: a script, a

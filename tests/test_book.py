@@ -156,3 +156,39 @@ def test_chapters_show_no_bookkeeping_and_fit_the_page(md):
         tags = set(cell.metadata.get("tags", []))
         if not tags & {"remove-cell", "remove-input"}:
             assert not BOOKKEEPING.search(cell.source), f"{md.name}: a shown cell does bookkeeping:\n{cell.source}"
+
+
+#: A hidden cell that glues, a second time, a key chapter 01 already glues.
+DUPLICATE_GLUE_CELL = """
+```{code-cell} ipython3
+:tags: [remove-cell]
+
+glue("keep_pct", "twice", display=False)
+```
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_quick_build_fails_on_a_glue_key_glued_twice(tmp_path, capfd):
+    """The quick book build (what CI runs) fails when a chapter glues one key twice, and says which key.
+
+    The same mistake in chapter 04 failed ``make`` for a day while the tests, which execute chapters but
+    build no book, stayed green.
+    """
+    shutil.copy(book.ROOT / "_config.yml", tmp_path / "_config.yml")
+    shutil.copytree(book.ROOT / "book", tmp_path / "book")
+    (tmp_path / "book" / "intro.md").write_text("# Tiny book\n")
+    chapter = book.ROOT / "notebooks" / "01_synthetic_confounds.md"
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / chapter.name).write_text(chapter.read_text() + DUPLICATE_GLUE_CELL)
+    (tmp_path / "_toc.yml").write_text(
+        "format: jb-book\nroot: book/intro\nchapters:\n  - file: notebooks/01_synthetic_confounds\n"
+        "  - file: book/references\n"
+    )
+    code = book.build_book(tmp_path, quick=True)
+    out = capfd.readouterr()
+    assert code != 0
+    assert "glue key 'keep_pct' duplicate" in out.out + out.err
+    staged = tmp_path / "build" / "book-quick" / "notebooks" / "01_synthetic_confounds.ipynb"
+    assert "quick = True" in staged.read_text()  # the chapter ran in quick mode
