@@ -79,7 +79,7 @@ def test_generative_agents_score_is_the_published_weighted_sum():
     policy = B.GenerativeAgentsPolicy()
     st, _, vecs = planted_store(policy, emotions)
     q = vecs[2]
-    scores = policy.retrieval_scores(st, q, 0.0, now=3.0)
+    scores = policy.retrieval_scores(st.view, q, 0.0, now=3.0)
 
     def minmax(x):
         return (x - x.min()) / (x.max() - x.min())

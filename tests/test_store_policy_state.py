@@ -26,11 +26,11 @@ class Strength(Policy):
     name = "strength"
     item_state = {"strength": 1.0}
 
-    def forget_scores(self, store, now):
-        return -store.view.state("strength")
+    def forget_scores(self, view, now):
+        return -view.state("strength")
 
-    def on_retrieve(self, store, idx, now):
-        return {"strength": 2 * store.view.state("strength")[idx]}
+    def on_retrieve(self, view, idx, now):
+        return {"strength": 2 * view.state("strength")[idx]}
 
 
 def strength_store(st, n=4):
@@ -129,7 +129,7 @@ def test_the_level_of_a_file_survives_another_policy_and_comes_back(tmp_path):
 
 def test_a_policy_that_sets_an_undeclared_state_is_refused_and_changes_nothing(tmp_path):
     class Sloppy(Strength):
-        def on_retrieve(self, store, idx, now):
+        def on_retrieve(self, view, idx, now):
             return {"strenght": np.ones(len(idx))}
 
     for st in (MemoryStore(policy=Sloppy()), MemoryStore.open(tmp_path / "s.db", policy=Sloppy())):

@@ -1,9 +1,11 @@
 """The stream study on RealMem: questions asked inside the stream, each at its own date.
 
 A RealMem persona's questions have nested histories (a question's history is every session
-before its own), so the stream study replays such a chain once (:func:`~memlib.studies.stream.replay_cuts`)
-instead of once per question and budget. These tests prove that shortcut exactly equal to the slow
-path (:func:`~memlib.studies.stream.replay` of each history), store by store and for the whole study.
+before its own), so the stream study adds a persona's turns to one store that forgets nothing and
+cuts it per question with the store's own replay (:func:`memlib.store.held_after`), instead of
+replaying each question's history into a store of its own. These tests hold it to the slow path
+(:func:`~memlib.studies.stream.replay` of each history, turn by turn, with its budget), store by
+store and question by question.
 """
 
 import json
@@ -13,7 +15,8 @@ import pandas as pd
 import pytest
 
 from fixtures import HashModel
-from memlib.store import MemoryStore
+from memlib import FACTORS
+from memlib.store import MemoryStore, held_after, rank
 from memlib.studies import DataSpec
 from memlib.studies import stream as S
 
@@ -51,24 +54,23 @@ def session_ends(history):
     return (np.flatnonzero(np.r_[s[1:] != s[:-1], True]) + 1).tolist()
 
 
-def assert_same_store(fast: MemoryStore, slow: MemoryStore, queries, where: str):
-    assert fast.ids == slow.ids, where
+def assert_same_items(fast, slow: MemoryStore, queries, policy, where: str):
+    """``fast`` (a view a replay cut) holds what the store ``slow`` holds, column by column, and ranks alike."""
+    assert fast.ids.tolist() == slow.ids, where
     for name in ("time", "valence", "retrievals", "last_access", "expires", "pinned", "tokens", "embeddings"):
-        np.testing.assert_array_equal(getattr(fast.view, name), getattr(slow.view, name), err_msg=f"{where} {name}")
-    np.testing.assert_array_equal(fast.factors, slow.factors, err_msg=where)
-    np.testing.assert_array_equal(fast.cues, slow.cues, err_msg=where)
+        np.testing.assert_array_equal(getattr(fast, name), getattr(slow.view, name), err_msg=f"{where} {name}")
+    for name in ("factors", "cues"):
+        np.testing.assert_array_equal(getattr(fast, name), getattr(slow, name), err_msg=f"{where} {name}")
     np.testing.assert_array_equal(fast.values(), slow.values(), err_msg=where)
-    assert fast.view.state_names == slow.view.state_names, where
     for name in slow.view.state_names:
-        np.testing.assert_array_equal(fast.view.state(name), slow.view.state(name), err_msg=where)
-    assert [i["text"] for i in fast.items()] == [i["text"] for i in slow.items()], where
-    assert fast._backend.scalars["now"] == slow._backend.scalars["now"], where
+        np.testing.assert_array_equal(fast.state(name), slow.view.state(name), err_msg=where)
     for q, qv in queries:
-        np.testing.assert_array_equal(fast.rank(q, qv), slow.rank(q, qv), err_msg=where)
+        ranked = fast.ids[rank(fast, policy, q, qv, fast.now)]
+        np.testing.assert_array_equal(ranked, np.asarray(slow.ids)[slow.rank(q, qv)])
 
 
 @pytest.mark.parametrize("name", S.STREAM_POLICIES)
-def test_replaying_a_chain_once_equals_replaying_each_prefix(name):
+def test_one_store_cut_per_prefix_equals_each_prefix_replayed(name):
     history, E, emotion = planted_history()
     ends = session_ends(history)
     rng = np.random.default_rng(8)
@@ -77,44 +79,19 @@ def test_replaying_a_chain_once_equals_replaying_each_prefix(name):
     queries = [(q / np.linalg.norm(q), v) for q, v in zip(rng.normal(size=(3, 384)), (0.0, 0.6, -0.4))]
     queries.append((E[2].astype(float), 0.2))  # a query that is a stored turn
     cuts = [(n, b) for n in ends[1:] for b in (1, 2, S.budget_count(0.3, n), S.budget_count(0.5, n), n + 3)]
-    fast_stats, slow_stats = {}, {}
-    stores = S.replay_cuts(history, weights, policy, cuts, E, emotion, fast_stats)
-    assert len(stores) == len(cuts)
-    for (n, b), fast in zip(cuts, stores):
-        slow = S.replay(history.iloc[:n], weights, policy, b, E[:n], emotion[:n], slow_stats)
-        assert_same_store(fast, slow, queries, f"{name}, {n} turns, budget {b}")
-        gold = {0, 2, n - 1}
-        sessions = history["session"].to_numpy()[:n]
-        for q, qv in queries:
-            assert S.question_scores(fast, q, qv, gold, (1, 3, 10), sessions) == S.question_scores(
-                slow, q, qv, gold, (1, 3, 10), sessions
-            )
-    assert fast_stats == slow_stats
-    # a store made once for the longest cut serves every budget and is left as it was
     full = S.replay(history, weights, policy, len(history), E, emotion)
     before = full.ids
-    again = S.replay_cuts(history, weights, policy, cuts, E, emotion, full=full)
-    assert full.ids == before and len(full) == len(history)
-    for a, b in zip(stores, again):
-        assert_same_store(a, b, queries[:1], name)
-
-
-def test_replay_cuts_refuses_a_cut_inside_a_session_and_a_wrong_full_store():
-    history, E, emotion = planted_history()
-    ends = session_ends(history)
-    inside = next(n for n in range(1, len(history)) if n not in ends)
-    with pytest.raises(S.ParameterError, match="must end a session"):
-        S.replay_cuts(history, None, S.stream_policy("recency"), [(inside, 2)], E, emotion)
-    short = S.replay(history.iloc[: ends[0]], None, S.stream_policy("recency"), 100, E, emotion)
-    with pytest.raises(S.ParameterError, match="full must hold every turn"):
-        S.replay_cuts(history, None, S.stream_policy("recency"), [(ends[2], 2)], E, emotion, full=short)
-
-
-def test_an_empty_cut_is_an_empty_store():
-    history, E, emotion = planted_history()
-    (empty,) = S.replay_cuts(history, None, S.stream_policy("memorybank"), [(0, 3)], E, emotion)
-    slow = S.replay(history.iloc[:0], None, S.stream_policy("memorybank"), 3, E[:0], emotion[:0])
-    assert len(empty) == len(slow) == 0 and empty._backend.scalars["now"] == slow._backend.scalars["now"]
+    sessions = history["session"].to_numpy()
+    replayed = held_after(full.view, policy, sessions, cuts)
+    assert full.ids == before and len(replayed.held) == len(cuts)  # the full store is left as it was
+    for (n, b), held in zip(cuts, replayed.held):
+        fast = full.view.take(held, float(history["time"].iloc[n - 1]))
+        slow = S.replay(history.iloc[:n], weights, policy, b, E[:n], emotion[:n])
+        assert_same_items(fast, slow, queries, policy, f"{name}, {n} turns, budget {b}")
+        gold, ks = {0, 2, n - 1}, (1, 3, 10)
+        for q, qv in queries:
+            want = S.question_scores(slow.view, policy, q, qv, gold, ks, sessions[:n])
+            assert S.question_scores(fast, policy, q, qv, gold, ks, sessions[:n]) == want
 
 
 def test_history_chains_join_only_prefixes_with_the_same_label():
@@ -202,24 +179,44 @@ def planted_realmem(tmp_path, monkeypatch):
     return folder
 
 
-def test_the_stream_study_on_planted_realmem_equals_the_slow_path(planted_realmem, monkeypatch):
+def test_the_stream_study_on_planted_realmem_equals_the_slow_path(planted_realmem):
+    """Every question's row is what a store of its own history, replayed turn by turn with its budget, gives."""
+    from memlib import datasets as D
+    from memlib.embeddings import embed_cached
+    from memlib.factors import emotion_and_valence
+
     data = DataSpec(str(planted_realmem), quick=True)
-    calls = []
-    replay_cuts = S.replay_cuts
-    monkeypatch.setattr(S, "replay_cuts", lambda *a, **k: calls.append(len(a[3])) or replay_cuts(*a, **k))
     fast = S.stream(data, budgets=(0.3, 0.5, 2), ks=(1, 3, 10))
-    # one call per persona, budget and policy, each for all of the persona's histories
-    assert len(calls) == 3 * 3 * len(S.STREAM_POLICIES) and min(calls) >= 4
-    assert sum(calls) == fast.info["histories"] * 3 * len(S.STREAM_POLICIES)
-    monkeypatch.setattr(S, "SHARE_REPLAYS", False)
-    calls.clear()
-    slow = S.stream(data, budgets=(0.3, 0.5, 2), ks=(1, 3, 10))
-    assert calls == []
-    pd.testing.assert_frame_equal(fast.per_question, slow.per_question)
-    pd.testing.assert_frame_equal(fast.table, slow.table)
-    pd.testing.assert_frame_equal(fast.weights, slow.weights)
-    assert fast.info == slow.info
     pq = fast.per_question
+    ds = D.load(planted_realmem)
+    hs = S.stream_histories(ds)
+    assert fast.info["histories"] == len(hs.rows) and len(hs.rows) > 3
+    assert any(len(c) > 1 for c in S.history_chains(hs.sessions, [0] * len(hs.rows)))  # nested histories
+    weights = fast.weights.pivot_table(index=["budget", "fold"], columns="factor", values="weight")[list(FACTORS)]
+    fold = S.two_folds(hs.cases["group"].to_numpy(), seed=0)
+    for h in (0, len(hs.rows) // 2, len(hs.rows) - 1):
+        rows = hs.rows[h]
+        history = S.history_frame(ds, rows)
+        texts = [ds.texts[i] for i in ds.turns["text_id"].to_numpy()[rows]]
+        E = embed_cached(texts, "fast")
+        emotion = emotion_and_valence(texts)[0]
+        for c, gold in zip(hs.questions[h], hs.golds[h]):
+            q = embed_cached([hs.cases["question"].iloc[c]], "fast")[0]
+            qv = float(S.valence([hs.cases["question"].iloc[c]])[0])
+            for b in (0.3, 0.5, 2):
+                for name in S.STREAM_POLICIES:
+                    w = weights.loc[(b, fold[c])].to_numpy() if name.startswith("learned_V") else np.ones(7)
+                    policy = S.stream_policy(name)
+                    slow = S.replay(history, w, policy, S.budget_count(b, len(rows)), E, emotion)
+                    want = S.question_scores(slow.view, policy, q, qv, gold, (1, 3, 10), history["session"].to_numpy())
+                    mine = (pq["case_id"] == hs.cases["case_id"].iloc[c]) & (pq["budget"] == b)
+                    row = pq[mine & (pq["policy"] == name)]
+                    if not gold:
+                        assert row.empty
+                        continue
+                    got = row.iloc[0]
+                    assert got["stored"] == len(slow) and got["history"] == len(rows)
+                    assert {k: got[k] for k in want} == want, (h, c, b, name)
     # each question is asked on the history before its own session, with a budget of that history's share
     assert pq["history"].nunique() > 3 and set(pq["policy"]) == set(S.STREAM_POLICIES)
     share = pq[(pq["budget"] == 0.3) & (pq["policy"] != "rag_unbounded")]

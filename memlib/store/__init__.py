@@ -77,7 +77,9 @@ The modules:
   ``add_many``) and of the store's settings;
 * :mod:`memlib.store.embedder`: the embedder adapter (the default model or yours, checked);
 * :mod:`memlib.store.annotate`: online annotation, the factors of a turn as it arrives;
-* :mod:`memlib.store.forget`: what a consolidation drops and why, and explanations;
+* :mod:`memlib.store.forget`: what a consolidation drops and why (:func:`~memlib.store.forget.drops`,
+  the one rule), and explanations;
+* :mod:`memlib.store.retrieval`: the order in which items are returned for a query (:func:`rank`);
 * :mod:`memlib.store.columns`: the per-item columns, and time parsing;
 * :mod:`memlib.store.view`: :class:`~memlib.store.view.StoreView`, the read-only view a policy reads;
 * :mod:`memlib.store.backend`: a change (:class:`~memlib.store.backend.Change`) and the
@@ -91,7 +93,9 @@ The modules:
 * :mod:`memlib.store.policies`: :class:`ValuePolicy` (the paper's value, eq. 3) and the
   registry :data:`POLICIES` of every built-in policy with :func:`make_policy`;
 * :mod:`memlib.store.baselines`: the published policies it is compared against;
-* :mod:`memlib.store.replay`: a history replayed into a store, consolidated at each session end.
+* :mod:`memlib.store.replay`: every replay of a history into a bounded store: turn by turn
+  (:func:`replay_history`), or from a view of all its turns, for many prefixes and budgets
+  at once (:func:`held_after`), which is how the studies measure the store.
 """
 
 from memlib.store.baselines import (
@@ -104,7 +108,8 @@ from memlib.store.baselines import (
 from memlib.store.memory import MERGE_THRESHOLD, MemoryStore, count_tokens, to_days, valence
 from memlib.store.policies import POLICIES, PaperPolicy, ValuePolicy, make_policy
 from memlib.store.protocol import Policy
-from memlib.store.replay import replay_history
+from memlib.store.replay import Replayed, held_after, replay_history
+from memlib.store.retrieval import rank
 from memlib.store.state import StoreError
 from memlib.store.view import StoreView
 
@@ -118,12 +123,15 @@ __all__ = [
     "PaperPolicy",
     "Policy",
     "RecencyPolicy",
+    "Replayed",
     "StoreError",
     "StoreView",
     "UnboundedRAGPolicy",
     "ValuePolicy",
     "count_tokens",
+    "held_after",
     "make_policy",
+    "rank",
     "replay_history",
     "to_days",
     "valence",

@@ -210,7 +210,7 @@ def reinforced(store, cols, idx: np.ndarray, now: float) -> dict:
     policy = store.policy
     r = cols.view("retrievals")[idx] + 1
     values = {"retrievals": r, "last_access": np.full(len(idx), now), "usage_history": r / (1.0 + r)}
-    for name, v in (policy.on_retrieve(store, idx, now) or {}).items():
+    for name, v in (policy.on_retrieve(store.view, idx, now) or {}).items():
         if name not in policy.item_state:
             raise ParameterError(f"policy {policy.name}: on_retrieve set {name!r}, which is not in its item_state")
         values[STATE + name] = np.broadcast_to(np.asarray(v, dtype=np.float64), (len(idx),))

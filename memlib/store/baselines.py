@@ -55,29 +55,27 @@ class GenerativeAgentsPolicy(Policy):
     RECENCY_DECAY = 0.99
     W_RECENCY, W_RELEVANCE, W_IMPORTANCE = 0.5, 3.0, 2.0
 
-    def _recency(self, store) -> np.ndarray:
-        order = np.argsort(-store.view.last_access, kind="stable")  # most recent first
+    def _recency(self, view) -> np.ndarray:
+        order = np.argsort(-view.last_access, kind="stable")  # most recent first
         rank = np.empty(len(order))
         rank[order] = np.arange(1, len(order) + 1)
         return self.RECENCY_DECAY**rank
 
-    def _importance(self, store) -> np.ndarray:
-        return 1.0 + 9.0 * store.factors[:, 0]
+    def _importance(self, view) -> np.ndarray:
+        return 1.0 + 9.0 * view.factors[:, 0]
 
-    def forget_scores(self, store, now):
+    def forget_scores(self, view, now):
         """Return minus the query-free score (recency and importance, each min-max normalised)."""
-        keep_score = self.W_RECENCY * _minmax(self._recency(store)) + self.W_IMPORTANCE * _minmax(
-            self._importance(store)
-        )
+        keep_score = self.W_RECENCY * _minmax(self._recency(view)) + self.W_IMPORTANCE * _minmax(self._importance(view))
         return -keep_score
 
-    def retrieval_scores(self, store, query_vec, query_valence, now):
+    def retrieval_scores(self, view, query_vec, query_valence, now):
         """Return the weighted sum of recency, relevance and importance, each min-max normalised."""
-        relevance = 2.0 * store.similarity(query_vec) - 1.0  # the cosine
+        relevance = 2.0 * view.similarity(query_vec) - 1.0  # the cosine
         return (
-            self.W_RECENCY * _minmax(self._recency(store))
+            self.W_RECENCY * _minmax(self._recency(view))
             + self.W_RELEVANCE * _minmax(relevance)
-            + self.W_IMPORTANCE * _minmax(self._importance(store))
+            + self.W_IMPORTANCE * _minmax(self._importance(view))
         )
 
 
@@ -102,19 +100,19 @@ class MemoryBankPolicy(Policy):
     LEVELS = 3
     item_state = {"level": 0.0}
 
-    def retention(self, store, now) -> np.ndarray:
+    def retention(self, view, now) -> np.ndarray:
         """Return each item's retention ``R = exp(-t / S)``, ``t`` the days since its last access."""
-        t = np.maximum(now - store.view.last_access, 0.0)
-        strength = np.minimum(store.view.state("level"), self.LEVELS - 1) + 1.0
+        t = np.maximum(now - view.last_access, 0.0)
+        strength = np.minimum(view.state("level"), self.LEVELS - 1) + 1.0
         return np.exp(-t / strength)
 
-    def forget_scores(self, store, now):
+    def forget_scores(self, view, now):
         """Return minus the retention: the least retained item goes first."""
-        return -self.retention(store, now)
+        return -self.retention(view, now)
 
-    def on_retrieve(self, store, idx, now):
+    def on_retrieve(self, view, idx, now):
         """Return the levels of the items at ``idx`` moved one up (capped at the top level)."""
-        return {"level": np.minimum(store.view.state("level")[idx] + 1, self.LEVELS - 1)}
+        return {"level": np.minimum(view.state("level")[idx] + 1, self.LEVELS - 1)}
 
 
 class FIFOPolicy(Policy):
@@ -128,24 +126,26 @@ class FIFOPolicy(Policy):
     """
 
     name = "memgpt_fifo"
+    static_order = True
 
-    def forget_scores(self, store, now):
+    def forget_scores(self, view, now):
         """Return minus each item's time: the oldest goes first."""
-        return -store.view.time
+        return -view.time
 
 
 class RecencyPolicy(Policy):
     """Keep the most recent turns and return them newest first (no query use)."""
 
     name = "recency"
+    static_order = True
 
-    def forget_scores(self, store, now):
+    def forget_scores(self, view, now):
         """Return minus each item's time: the oldest goes first."""
-        return -store.view.time
+        return -view.time
 
-    def retrieval_scores(self, store, query_vec, query_valence, now):
+    def retrieval_scores(self, view, query_vec, query_valence, now):
         """Return each item's time: the newest comes first (the query is not used)."""
-        return store.view.time.astype(np.float64)
+        return view.time.astype(np.float64)
 
 
 class UnboundedRAGPolicy(Policy):
@@ -154,6 +154,6 @@ class UnboundedRAGPolicy(Policy):
     name = "rag_unbounded"
     bounded = False
 
-    def forget_scores(self, store, now):
+    def forget_scores(self, view, now):
         """Return zero for every item (the policy is unbounded: nothing is dropped)."""
-        return np.zeros(len(store))
+        return np.zeros(len(view))

@@ -1,9 +1,11 @@
 """Forgetting: what a consolidation drops and why, and the explanation of one item.
 
-:func:`plan` decides a consolidation without changing anything: the expired items go,
-then, while a budget is exceeded, the unpinned item with the highest forget score under
-the store's policy (ties: the older first), as :func:`memlib.forgetting.consolidation_drops`
-selects them. :func:`change` is the plan as one
+:func:`drops` is the one rule of what a consolidation drops: the expired items go, then,
+while a budget is exceeded, the unpinned item with the highest forget score under the
+store's policy (ties: the older first), as :func:`memlib.forgetting.consolidation_drops`
+selects them; a store's consolidation and every replay (:mod:`memlib.store.replay`)
+decide by it. :func:`plan` decides a store's consolidation without changing anything;
+:func:`change` is the plan as one
 :class:`~memlib.store.backend.Change`; :func:`explain_row` and :func:`explain` say why
 an item stays or goes (its forget score and the contributions to its value). Scores
 and values are read with the current session's goal relevance as the consolidation
@@ -64,30 +66,64 @@ def goal_fixed(cols, goal_fix):
         factors[pos, _GOAL] = old
 
 
+def drops(view, policy, now: float, budget=None, budget_tokens=None, count_pinned: bool = False):
+    """Decide what one consolidation of the items of ``view`` at ``now`` drops: the one rule of forgetting.
+
+    The expired items go; then, while a budget is exceeded, the unpinned item with the
+    highest forget score under ``policy`` (ties: the older first), as
+    :func:`memlib.forgetting.consolidation_drops` selects them. The policy scores the items
+    only when something must go. A store's consolidation (:func:`plan`) and every replay
+    (:mod:`memlib.store.replay`) decide by this function.
+
+    Parameters
+    ----------
+    view : StoreView
+        The items held (a store's view, or a subset of one taken by a replay).
+    policy : Policy
+    now : float
+        Days; ages and expiry are measured at ``now``.
+    budget, budget_tokens : int, optional
+        Most items and most tokens to keep (an unbounded policy keeps every unexpired item).
+    count_pinned : bool
+        Whether pinned items use up the budgets.
+
+    Returns
+    -------
+    scores : ndarray
+        The forget scores (zeros where none was needed).
+    expired, drop : ndarray of bool
+        The expired items, and every item that goes (the expired among them).
+    order : ndarray of int
+        The positions dropped for a budget, in the order they go.
+    """
+    n = len(view)
+    expired = view.expires <= now if n else np.zeros(0, bool)
+    rule = {  # the selection among the unexpired items (an unbounded policy has no budget)
+        "budget": budget if policy.bounded else None,
+        "budget_tokens": budget_tokens if policy.bounded else None,
+        "tokens": view.tokens,
+        "eligible": ~expired,
+        "pinned": view.pinned.astype(bool),
+        "count_pinned": count_pinned,
+    }
+    need = bool(expired.any()) or over_budget(**rule)
+    scores = np.asarray(policy.forget_scores(view, now), float) if need and n else np.zeros(n)
+    dropped, order = consolidation_drops(scores, **rule)
+    return scores, expired, expired | dropped, order
+
+
 def plan(store, data, budget, budget_tokens, now: float, count_pinned: bool) -> dict:
     """Plan what a consolidation of ``store`` (its backend ``data``) at ``now`` drops; nothing changes.
 
     Returns a dict: ``goal_fix, now, scores, values, expired, drop`` (bool per item),
     ``order`` (``(position, reason)`` in the order they go) and ``dropped_ids``.
     """
-    cols, policy = data.cols, store.policy
+    cols = data.cols
     goal_fix = goal_plan(data)
-    n = cols.n
-    expired = cols.view("expires") <= now if n else np.zeros(0, bool)
-    rule = {  # the selection among the unexpired items (an unbounded policy has no budget)
-        "budget": budget if policy.bounded else None,
-        "budget_tokens": budget_tokens if policy.bounded else None,
-        "tokens": cols.view("tokens"),
-        "eligible": ~expired,
-        "pinned": cols.view("pinned").astype(bool),
-        "count_pinned": count_pinned,
-    }
     with goal_fixed(cols, goal_fix):
-        need = bool(expired.any()) or over_budget(**rule)
-        scores = np.asarray(policy.forget_scores(store, now), float) if need and n else np.zeros(n)
-        values = store.values()
-    dropped, order = consolidation_drops(scores, **rule)
-    drop = expired | dropped
+        view = store.view
+        scores, expired, drop, order = drops(view, store.policy, now, budget, budget_tokens, count_pinned)
+        values = view.values()
     return {
         "goal_fix": goal_fix,
         "now": now,
@@ -151,8 +187,9 @@ def explain(store, data, i: int, now: float) -> dict:
     cols = data.cols
     goal_fix = goal_plan(data)
     with goal_fixed(cols, goal_fix):
-        scores = np.asarray(store.policy.forget_scores(store, now), float)
-        values = store.values()
+        view = store.view
+        scores = np.asarray(store.policy.forget_scores(view, now), float)
+        values = view.values()
     row = explain_row(store, cols, i, {"goal_fix": goal_fix, "scores": scores, "values": values})
     expired = cols.view("expires") <= now
     cand = ~expired & ~cols.view("pinned").astype(bool)

@@ -46,11 +46,12 @@ from memlib.store.checks import (
     check_turns,
     value_argument,
 )
-from memlib.store.columns import count_tokens, item_dict, matvec, not_before, to_days, top_k
+from memlib.store.columns import count_tokens, item_dict, not_before, to_days
 from memlib.store.embedder import Embedder, check_vector, embedder_argument
 from memlib.store.persistence import Persistence
 from memlib.store.policies import ValuePolicy
 from memlib.store.protocol import Policy
+from memlib.store.retrieval import rank
 from memlib.store.state import DIM, StoreError, check_item_state, fail, short_repr
 from memlib.store.value_settings import ValueSettings
 from memlib.store.view import StoreView
@@ -317,8 +318,8 @@ class MemoryStore(ValueSettings, Persistence):
 
     @property
     def view(self) -> StoreView:
-        """The per-item arrays, read-only: what a policy reads (:class:`~memlib.store.view.StoreView`)."""
-        return StoreView(self._backend.cols)
+        """The held items, read-only, with their value: what a policy reads (:class:`~memlib.store.view.StoreView`)."""
+        return StoreView(self._backend.cols, self.value, now=self._backend.scalars["now"])
 
     @property
     @locked
@@ -360,12 +361,12 @@ class MemoryStore(ValueSettings, Persistence):
     @locked
     def values(self) -> np.ndarray:
         """Value of every retained item under the store's :attr:`value`: ``V = f @ w``, or its cue value."""
-        return self.value.score(self)
+        return self.view.values()
 
     @locked
     def normalised_values(self) -> np.ndarray:
         """``V-bar`` in [0, 1]: ``V / sum(w)``, or a cue value's place among its training values."""
-        return forget.normalise(self, self.values())
+        return self.view.normalised_values()
 
     @locked
     def tiers(self) -> np.ndarray:
@@ -375,8 +376,7 @@ class MemoryStore(ValueSettings, Persistence):
     @locked
     def similarity(self, query_vec) -> np.ndarray:
         """``(1 + cos) / 2`` between a unit query vector and every item (float32 products)."""
-        cos = matvec(self._backend.cols.view("embeddings"), np.asarray(query_vec, dtype=np.float32))
-        return (1.0 + cos.astype(np.float64)) / 2.0
+        return self.view.similarity(query_vec)
 
     @locked
     def items(self) -> list[dict]:
@@ -413,10 +413,9 @@ class MemoryStore(ValueSettings, Persistence):
             now, cols = data.scalars["now"] if now_given is None else now_given, data.cols
             if not cols.n:
                 return []
-            scores = np.asarray(self.policy.retrieval_scores(self, q, qv, now), float)
-            alive = cols.view("expires") > now
-            order = top_k(np.where(alive, scores, -np.inf), min(k, int(alive.sum())))
-            v = self.values()[order]
+            view = self.view
+            order, scores = rank(view, self.policy, q, qv, now, k=k, scores=True)
+            v = view.values()[order]
             tiers = forget.tiers_of(self, v)
             out = [dict(item_dict(cols, i, v[j], tiers[j]), score=float(scores[i])) for j, i in enumerate(order)]
             if update and len(order):
@@ -430,9 +429,7 @@ class MemoryStore(ValueSettings, Persistence):
         if not len(self):
             return np.zeros(0, dtype=np.int64)
         now = self._backend.scalars["now"] if now is None else to_days(now, "now")
-        scores = np.asarray(self.policy.retrieval_scores(self, q, query_valence, now), float)
-        order = np.argsort(-scores, kind="stable")
-        return order[self._backend.cols.view("expires")[order] > now]
+        return rank(self.view, self.policy, q, query_valence, now)
 
     # ------------------------------------------------------------------ batches and warm-up (an agent loop)
     def add_many(self, turns) -> list[int]:
@@ -489,15 +486,9 @@ class MemoryStore(ValueSettings, Persistence):
         >>> len(store), store.ids   # nothing of that batch was added
         (2, [0, 1])
         """
-        with self._reading() as data:  # (a file store catches up first: times are checked against its latest)
-            if self._closed is not None:
-                fail(self._closed, "the store is closed; open it again to change it")
-            checked = check_turns(turns, data.scalars["now"], _ADD_KEYS)
-            checked_at = data.scalars["now"]
+        checked, checked_at = self._checked_turns(turns)
         if not checked:
             return []
-        self._embedder.fill(checked)
-        measure_batch(checked, self.factor_set)
         ids = []
         with self._reading() as data:  # the turns in a row, no other thread's add between them
             if data.scalars["now"] != checked_at:  # another thread (or process) added meanwhile: check the times again
@@ -509,6 +500,21 @@ class MemoryStore(ValueSettings, Persistence):
                     kept = f"turns 0 to {i - 1} were added" if i else "no turn was added"
                     raise ParameterError(f"add_many: turn {i}: {exc} ({kept})") from None
         return ids
+
+    def _checked_turns(self, turns) -> tuple[list, float]:
+        """Check, embed and measure ``turns`` as :meth:`add_many` does, before anything changes.
+
+        Returns the checked turns and the store's latest time they were checked against.
+        """
+        with self._reading() as data:  # (a file store catches up first: times are checked against its latest)
+            if self._closed is not None:
+                fail(self._closed, "the store is closed; open it again to change it")
+            checked = check_turns(turns, data.scalars["now"], _ADD_KEYS)
+            checked_at = data.scalars["now"]
+        if checked:
+            self._embedder.fill(checked)
+            measure_batch(checked, self.factor_set)
+        return checked, checked_at
 
     def retrieve_many(self, queries, k: int = 5, update: bool = True, now=None) -> list[list[dict]]:
         """Return the result of :meth:`retrieve` for each query, in order; the queries are embedded in one call.

@@ -86,18 +86,22 @@ class ValuePolicy(Policy):
         )
         self.keep_top_value = bool(d["keep_top_value"] if keep_top_value is None else keep_top_value)
 
-    def forget_scores(self, store, now):
+    @property
+    def static_order(self) -> bool:
+        """Dropping the lowest value first orders the items once and for all; eq. 3 moves with age."""
+        return self.keep_top_value
+
+    def forget_scores(self, view, now):
         """Return eq. 3's forget score of each item, or minus ``V-bar`` with ``keep_top_value``."""
         if self.keep_top_value:
-            return rule_forget_scores("value", None, None, value_bar=store.normalised_values())
-        v = store.value.eq3_value(store.values())  # the paper's V, or V-bar for a signed (cue) value
-        view = store.view
+            return rule_forget_scores("value", None, None, value_bar=view.normalised_values())
+        v = view.value.eq3_value(view.values())  # the paper's V, or V-bar for a signed (cue) value
         return rule_forget_scores("eq3", np.maximum(now - view.time, 0.0), view.retrievals, value=v, beta=self.beta)
 
-    def retrieval_scores(self, store, query_vec, query_valence, now):
+    def retrieval_scores(self, view, query_vec, query_valence, now):
         """Return similarity plus ``value_weight`` times ``V-bar`` plus ``mood_weight`` times the mood match."""
-        mood = 1.0 - np.abs(query_valence - store.view.valence) / 2.0
-        return store.similarity(query_vec) + self.value_weight * store.normalised_values() + self.mood_weight * mood
+        mood = 1.0 - np.abs(query_valence - view.valence) / 2.0
+        return view.similarity(query_vec) + self.value_weight * view.normalised_values() + self.mood_weight * mood
 
     def config(self):
         """Return the keyword arguments that rebuild this policy."""
@@ -112,6 +116,9 @@ class ValuePolicy(Policy):
 class PaperPolicy(ValuePolicy):
     """The paper's rules as written: eq. 3 on ``V``, and retrieval by ``sim + 0.5 V-bar + 0.1 mood``.
 
+    The retrieval weights are :attr:`VALUE_WEIGHT` and :attr:`MOOD_WEIGHT`; every study that
+    scores the paper's rules reads them here.
+
     ``age**0.7 / (1 + r) / (1 + beta * V)`` with ``beta = 1`` unless given (the paper names
     no ``beta``): age dominates value resistance, so the newest session is never at risk and
     whatever is a day older goes first. Kept for comparison (``make_policy("paper")``);
@@ -120,9 +127,11 @@ class PaperPolicy(ValuePolicy):
     """
 
     name = "paper"
+    #: The paper's retrieval mix: ``sim + VALUE_WEIGHT * V-bar + MOOD_WEIGHT * mood``.
+    VALUE_WEIGHT, MOOD_WEIGHT = 0.5, 0.1
 
     def __init__(self, beta: float = 1.0):
-        super().__init__(beta=beta, value_weight=0.5, mood_weight=0.1, keep_top_value=False)
+        super().__init__(beta=beta, value_weight=self.VALUE_WEIGHT, mood_weight=self.MOOD_WEIGHT, keep_top_value=False)
 
     def config(self):
         """Return the keyword arguments that rebuild this policy (only ``beta``: the rest are fixed)."""

@@ -6,27 +6,29 @@ override :meth:`~Policy.forget_scores` (and, where the rule differs from plain
 similarity, :meth:`~Policy.retrieval_scores`); register it in
 :data:`memlib.store.policies.POLICIES` to make it loadable by name.
 
-A policy reads the store through its public face: :meth:`~memlib.store.MemoryStore.values`,
-:meth:`~memlib.store.MemoryStore.normalised_values`, :meth:`~memlib.store.MemoryStore.similarity`
-and the read-only per-item arrays of ``store.view`` (:class:`~memlib.store.view.StoreView`).
+Every hook reads the held items through a read-only :class:`~memlib.store.view.StoreView`:
+their per-item arrays, :meth:`~memlib.store.view.StoreView.values`,
+:meth:`~memlib.store.view.StoreView.normalised_values` and
+:meth:`~memlib.store.view.StoreView.similarity`. The same hooks score a live store
+(``store.view``) and a replay (:mod:`memlib.store.replay`, which shows a policy the items
+a bounded store would hold), so what a study measures is what a store does.
 The store keeps the usage counts itself (a retrieval, or a turn merged into an item,
 counts once). A policy that needs state of its own per item (MemoryBank's strength
 level) declares it in :attr:`Policy.item_state`; the store keeps it with the items
 (saved in both file formats, dropped with the items it belongs to), the policy reads
-it as ``store.view.state(name)`` and sets it by returning it from
-:meth:`~Policy.on_retrieve`.
+it as ``view.state(name)`` and sets it by returning it from :meth:`~Policy.on_retrieve`.
 
 >>> import numpy as np
 >>> class Oldest(Policy):
 ...     name = "oldest"
-...     def forget_scores(self, store, now):
-...         return -np.arange(len(store), dtype=float)   # the first item is dropped last
+...     def forget_scores(self, view, now):
+...         return -np.arange(len(view), dtype=float)   # the first item is dropped last
 >>> Oldest().config(), Oldest.bounded
 ({}, True)
 >>> class Strength(Oldest):   # a per-item state of its own, doubled by every retrieval
 ...     item_state = {"strength": 1.0}
-...     def on_retrieve(self, store, idx, now):
-...         return {"strength": store.view.state("strength")[idx] * 2}
+...     def on_retrieve(self, view, idx, now):
+...         return {"strength": view.state("strength")[idx] * 2}
 >>> from memlib.store import MemoryStore
 >>> st = MemoryStore(policy=Strength())
 >>> st.add("I like tea.", time=0.0, embedding=np.eye(384)[0])
@@ -50,6 +52,11 @@ class Policy:
         The policy's name in :data:`memlib.store.policies.POLICIES`.
     bounded : bool
         ``False`` turns forgetting off: consolidation keeps every item.
+    static_order : bool
+        ``True`` declares that an item's forget score depends on the item alone: not on the
+        clock, its usage or the other items held (dropping the lowest value first, or the
+        oldest). A replay may then order the turns once instead of at every consolidation
+        (:func:`memlib.store.replay.held_after`); the items kept are the same.
     item_state : dict
         The per-item state this policy keeps in the store: name (lower-case letters,
         digits and ``_``) -> the value a new item starts with. Default: none.
@@ -57,24 +64,27 @@ class Policy:
 
     name = "policy"
     bounded = True
+    static_order = False
     item_state: dict[str, float] = {}
 
-    def forget_scores(self, store, now: float) -> np.ndarray:
-        """One score per item of ``store`` at time ``now`` (days); the highest is dropped first."""
+    def forget_scores(self, view, now: float) -> np.ndarray:
+        """One score per item of ``view`` (a :class:`~memlib.store.view.StoreView`) at time ``now`` (days).
+
+        The highest is dropped first.
+        """
         raise NotImplementedError
 
-    def retrieval_scores(self, store, query_vec, query_valence: float, now: float) -> np.ndarray:
+    def retrieval_scores(self, view, query_vec, query_valence: float, now: float) -> np.ndarray:
         """One score per item for a unit query vector; the highest is returned first (default: similarity)."""
-        return store.similarity(query_vec)
+        return view.similarity(query_vec)
 
-    def on_retrieve(self, store, idx: np.ndarray, now: float) -> dict | None:
+    def on_retrieve(self, view, idx: np.ndarray, now: float) -> dict | None:
         """Return the policy's own state of the items at positions ``idx``, retrieved at ``now`` (or merged into then).
 
-        The store counts the use itself (``retrievals`` and ``last_access`` of
-        ``store.view``, and the usage-history factor); ``store.view`` shows the items as
-        they were before. Return ``{name: values}`` (one value per position, for names
-        in :attr:`item_state`) to change this policy's state, or None (the default) to
-        keep it.
+        The store counts the use itself (``retrievals`` and ``last_access`` of the view,
+        and the usage-history factor); ``view`` shows the items as they were before.
+        Return ``{name: values}`` (one value per position, for names in
+        :attr:`item_state`) to change this policy's state, or None (the default) to keep it.
         """
         return None
 

@@ -1,14 +1,19 @@
-"""What a policy reads of a store: :class:`StoreView`, its per-item arrays, read-only.
+"""What a policy reads of a store: :class:`StoreView`, the held items and their value, read-only.
 
-A :class:`~memlib.store.protocol.Policy` gets the store itself in every hook; it reads
-the store's public methods (:meth:`~memlib.store.MemoryStore.values`,
-:meth:`~memlib.store.MemoryStore.normalised_values`,
-:meth:`~memlib.store.MemoryStore.similarity`) and, for the per-item fields,
-``store.view``: times, valences, usage counts, expiry, pins, tokens, embeddings and
-factors, and the per-item state the policy declares (``view.state(name)``). Every
-array is a read-only view of the store's columns, so reading copies nothing and a
-policy cannot change the store behind its transactions; a policy changes its own
-state by returning it from :meth:`~memlib.store.protocol.Policy.on_retrieve`.
+Every hook of a :class:`~memlib.store.protocol.Policy` gets a :class:`StoreView`: the
+per-item arrays of the items a store holds (times, valences, usage counts, expiry,
+pins, tokens, embeddings, factors, store cues, and the per-item state the policy
+declares), the store's value (:attr:`StoreView.value`) and what follows from it
+(:meth:`~StoreView.values`, :meth:`~StoreView.normalised_values`), and
+:meth:`~StoreView.similarity` to a query. Every array is read-only, so a policy cannot
+change the store behind its transactions; a policy changes its own state by returning
+it from :meth:`~memlib.store.protocol.Policy.on_retrieve`.
+
+A view is a window on items: ``store.view`` shows what a store holds now, and
+:meth:`StoreView.take` shows a subset of it at a given clock, which is how a replay
+asks a policy what a bounded store would drop (:mod:`memlib.store.replay`). A view can
+also stand over a history annotated in a batch (:meth:`StoreView.of_history`), so that
+a study replays a corpus through the policies a store uses, without adding each turn.
 
 >>> import numpy as np
 >>> from memlib.store import MemoryStore
@@ -28,32 +33,123 @@ from __future__ import annotations
 import numpy as np
 
 from memlib._checks import ParameterError
-from memlib.store.columns import STATE, Columns
+from memlib.cues import STORE_CUES, join_store_cues
+from memlib.store.columns import STATE, matvec
+from memlib.store.state import DIM
 
 
 def _field(name: str, doc: str):
     return property(lambda self: self._read(name), doc=doc)
 
 
+class ItemArrays:
+    """Per-item arrays of a history annotated in a batch, in the layout a store's columns have.
+
+    What :meth:`StoreView.of_history` stands on: a mapping from a column name of
+    :class:`StoreView` to one array per item, with :meth:`view` as
+    :class:`~memlib.store.columns.Columns` has it.
+    """
+
+    __slots__ = ("data", "n")
+
+    def __init__(self, data: dict[str, np.ndarray]):
+        self.data = data
+        self.n = len(data["time"])
+
+    def view(self, name: str) -> np.ndarray:
+        """Return the column ``name``."""
+        return self.data[name]
+
+    def state_names(self) -> list[str]:
+        """Names of the per-item policy states held (none for a batch history)."""
+        return [k[len(STATE) :] for k in self.data if k.startswith(STATE)]
+
+
 class StoreView:
-    """The per-item arrays of a store, read-only, oldest item first (``store.view``).
+    """The held items of a store, read-only, oldest first: what every policy hook reads.
 
     Parameters
     ----------
-    cols : Columns
-        The store's columns; the view reads them when asked, so it stays current.
+    source : Columns or ItemArrays
+        The items (a store's columns, read when asked, so ``store.view`` stays current).
+    value : memlib.value.Value
+        The value the items are scored with.
+    index : ndarray of int, optional
+        The positions of ``source`` this view shows, in order (default: all).
+    now : float, optional
+        The clock of the view, in days: a store's latest time, or what :meth:`take` sets.
+    values : ndarray, optional
+        The value of every item of ``source``, when it is fixed (a batch history): computed
+        once, read by every view taken from it.
     """
 
-    __slots__ = ("_cols",)
+    __slots__ = ("_source", "_index", "_values", "value", "now")
 
-    def __init__(self, cols: Columns):
-        self._cols = cols
+    def __init__(self, source, value, index=None, now: float | None = None, values=None):
+        self._source, self.value, self._index, self.now, self._values = source, value, index, now, values
+
+    @classmethod
+    def of_history(
+        cls, value, *, time, embeddings, factors, cues, valence, expires=None, pinned=None, tokens=None
+    ) -> StoreView:
+        """Return a view over one history annotated in a batch: every turn held, its value computed once.
+
+        The arrays are those a store holds per item (one row per turn, in time order):
+        ``time`` in days, unit ``embeddings`` (n, 384), ``factors`` (n, 7), the store
+        ``cues`` (n, 11) of :data:`memlib.cues.STORE_CUES` and each turn's VADER
+        ``valence``; no turn expires, is pinned or retrieved unless told. Taking subsets
+        of it (:meth:`take`) is what a replay does (:func:`memlib.store.replay.held_after`).
+
+        >>> import numpy as np
+        >>> from memlib.value import LinearValue
+        >>> v = StoreView.of_history(LinearValue(np.ones(7)), time=np.arange(3.0), embeddings=np.eye(384)[:3],
+        ...     factors=np.eye(7)[:3] / 2, cues=np.zeros((3, 11)), valence=np.zeros(3))
+        >>> v.values().tolist(), v.take([2, 0], now=5.0).time.tolist()
+        ([0.5, 0.5, 0.5], [2.0, 0.0])
+        """
+        time = np.asarray(time, dtype=np.float64)
+        n = len(time)
+        data = {
+            "ids": np.arange(n, dtype=np.int64),
+            "time": time,
+            "valence": np.asarray(valence, dtype=np.float64),
+            "retrievals": np.zeros(n),
+            "last_access": time,
+            "expires": np.full(n, np.inf) if expires is None else np.asarray(expires, dtype=np.float64),
+            "pinned": np.zeros(n, bool) if pinned is None else np.asarray(pinned, dtype=bool),
+            "tokens": np.zeros(n, np.int64) if tokens is None else np.asarray(tokens, dtype=np.int64),
+            "embeddings": np.asarray(embeddings, dtype=np.float32),
+            "factors": np.asarray(factors),
+            "cues": np.asarray(cues, dtype=np.float64),
+        }
+        for name, a in data.items():
+            if len(a) != n:
+                raise ParameterError(f"{name} must have one row per turn ({n}), got {len(a)}")
+        if data["embeddings"].shape[1:] != (DIM,) or data["cues"].shape[1:] != (len(STORE_CUES),):
+            raise ParameterError(f"embeddings must be (n, {DIM}) and cues (n, {len(STORE_CUES)})")
+        base = cls(ItemArrays(data), value)
+        return cls(base._source, value, values=np.asarray(value.score(base)))
 
     def __len__(self) -> int:
-        return self._cols.n
+        return self._source.n if self._index is None else len(self._index)
+
+    def take(self, keep, now: float | None = None) -> StoreView:
+        """Return the view of the items at positions ``keep`` of this view (in order), its clock at ``now``.
+
+        Nothing is copied until an array is read.
+        """
+        keep = np.asarray(keep, dtype=np.int64)
+        index = keep if self._index is None else self._index[keep]
+        return StoreView(self._source, self.value, index, self.now if now is None else float(now), self._values)
+
+    @property
+    def positions(self) -> np.ndarray:
+        """The positions of the items shown among those of the source (a store's, or a history's)."""
+        return np.arange(self._source.n) if self._index is None else self._index
 
     def _read(self, name: str) -> np.ndarray:
-        a = self._cols.view(name).view()
+        a = self._source.view(name)
+        a = a.view() if self._index is None else a[self._index]
         a.flags.writeable = False
         return a
 
@@ -65,19 +161,44 @@ class StoreView:
     expires = _field("expires", "Expiry time of each item (days; +inf: never).")
     pinned = _field("pinned", "Whether each item is pinned (bool).")
     tokens = _field("tokens", "Tokens of each item (:func:`~memlib.store.columns.count_tokens`).")
-    embeddings = _field("embeddings", "(n, 384) unit embeddings, float32.")
+    embeddings = _field("embeddings", f"(n, {DIM}) unit embeddings, float32.")
     factors = _field("factors", "(n, 7) factor values, in the order of :data:`memlib.FACTORS`.")
+
+    @property
+    def cues(self) -> np.ndarray:
+        """(n, 11) store cues of :data:`memlib.cues.STORE_CUES`: what a cue value reads."""
+        if "cues" in getattr(self._source, "data", {}):
+            return self._read("cues")
+        return join_store_cues(self._read("static_cues"), self._read("factors"))
 
     @property
     def state_names(self) -> list[str]:
         """The per-item policy states the store holds."""
-        return self._cols.state_names()
+        return self._source.state_names()
 
     def state(self, name: str) -> np.ndarray:
         """Return the per-item state ``name`` of a policy (declared in its ``item_state``), one float per item."""
-        if STATE + name not in self._cols.data:
+        if name not in self.state_names:
             raise ParameterError(
                 f"the store holds no per-item state {name!r} (a policy declares its state in item_state); "
                 f"it holds: {', '.join(self.state_names) or 'none'}"
             )
         return self._read(STATE + name)
+
+    def values(self) -> np.ndarray:
+        """Value of every item under :attr:`value`: the paper's ``V = f @ w``, or a cue value."""
+        if self._values is not None:
+            return self._values if self._index is None else self._values[self._index]
+        return self.value.score(self)
+
+    def normalised_values(self) -> np.ndarray:
+        """``V-bar`` in [0, 1] of every item (:meth:`memlib.value.Value.normalise`)."""
+        return self.value.normalise(self.values())
+
+    def similarity(self, query_vec) -> np.ndarray:
+        """``(1 + cos) / 2`` between a unit query vector and every item (float32 products)."""
+        cos = matvec(self.embeddings, np.asarray(query_vec, dtype=np.float32))
+        return (1.0 + cos.astype(np.float64)) / 2.0
+
+
+__all__ = ["ItemArrays", "StoreView"]

@@ -1,12 +1,13 @@
 """Chapter 06: encode -> forget -> retrieve over time, in a live store against published policies.
 
-The pure parts work on arrays: :func:`replay` feeds one history (a frame of turns
-with their embeddings and emotion) into a fresh :class:`~memlib.store.MemoryStore`,
-consolidating at session ends; :func:`fold_weights` learns the value's weights
-on a blind :class:`~memlib.cases.CaseSet` for a two-fold split;
-:func:`question_scores` asks a store one question; :func:`stream_table`
-averages per-question scores. :func:`stream` and :func:`store_demo` load their
-data, its embeddings and factors, and compose them.
+Every history is replayed through the store that ships: its turns are added to a
+:class:`~memlib.store.MemoryStore` that forgets nothing, and the store's own replay
+(:func:`memlib.store.held_after`) shows each policy what a bounded store would hold after
+each session end; the questions are then ranked by the store's retrieval rule
+(:func:`memlib.store.rank`). :func:`fold_weights` learns the value's weights on a blind
+:class:`~memlib.cases.CaseSet` for a two-fold split; :func:`question_scores` scores one
+question on a view of the store; :func:`stream_table` averages per-question scores.
+:func:`stream` and :func:`store_demo` load their data and compose them.
 
 >>> import numpy as np, pandas as pd
 >>> from memlib.store import make_policy
@@ -20,7 +21,6 @@ data, its embeddings and factors, and compose them.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,11 +29,20 @@ import pandas as pd
 from memlib import FACTORS
 from memlib._checks import ParameterError, check_choice, check_fraction, check_int
 from memlib.cases import CaseSet
-from memlib.forgetting import consolidation_drops, over_budget
 from memlib.learning import hill_climb
 from memlib.metrics import RetentionEvaluator, keep_count, retrieval_metrics
-from memlib.store import MERGE_THRESHOLD, MemoryStore, Policy, ValuePolicy, make_policy, replay_history, valence
-from memlib.store.backend import MemoryBackend
+from memlib.store import (
+    MERGE_THRESHOLD,
+    MemoryStore,
+    PaperPolicy,
+    Policy,
+    ValuePolicy,
+    held_after,
+    make_policy,
+    rank,
+    replay_history,
+    valence,
+)
 from memlib.studies._common import learner_settings
 from memlib.studies.data_spec import LOCOMO, DataSpec
 
@@ -56,7 +65,8 @@ def stream_policy(name: str, beta: float = 1.0) -> Policy:
     """Return the store policy of one row of the comparison (``beta`` applies to ``learned_V``)."""
     check_choice("policy", name, STREAM_POLICIES)
     if name == "learned_V_keep":
-        return make_policy("value", keep_top_value=True, value_weight=0.5, mood_weight=0.1, beta=beta)
+        mix = {"value_weight": PaperPolicy.VALUE_WEIGHT, "mood_weight": PaperPolicy.MOOD_WEIGHT}
+        return make_policy("value", keep_top_value=True, beta=beta, **mix)
     # eq. 3 on the learned V with the paper's retrieval mix: the paper's rules
     return make_policy("paper", beta=beta) if name == "learned_V" else make_policy(name)
 
@@ -96,7 +106,6 @@ def replay(
     budget: int,
     embeddings: np.ndarray,
     emotion: np.ndarray,
-    stats: dict | None = None,
     factor_set: str = "paper",
     merge_threshold: float | None = None,
 ) -> MemoryStore:
@@ -115,8 +124,6 @@ def replay(
         Unit embedding of each turn.
     emotion : ndarray, shape (n,)
         Emotional intensity of each turn.
-    stats : dict, optional
-        ``stats["peak_items"]`` is raised to the largest store size seen at a session end.
     factor_set : {'paper', 'extended'}
         The store's reliability (:class:`~memlib.store.MemoryStore`).
     merge_threshold : float, optional
@@ -134,129 +141,8 @@ def replay(
         {**{k: v[i] for k, v in cols.items()}, "embedding": embeddings[i], "emotion": float(emotion[i])}
         for i in range(len(history))
     ]
-    peak = replay_history(st, turns, budget)
-    if stats is not None:
-        stats["peak_items"] = max(stats.get("peak_items", 0), peak)
+    replay_history(st, turns, budget)
     return st
-
-
-def restricted_store(store: MemoryStore, keep, now: float) -> MemoryStore:
-    """Return a copy of ``store`` that holds only the items at positions ``keep``, its clock at ``now``; for reading.
-
-    Every column of a kept item is the one ``store`` holds (copied); the settings
-    (value, weights, policy, factor set) are shared. Its session scalars and running
-    sums are ``store``'s, so the copy is for scoring and ranking
-    (:meth:`~memlib.store.MemoryStore.rank`, :meth:`~memlib.store.MemoryStore.values`,
-    a policy's forget scores), not for adding turns.
-    """
-    return _Restriction(store)(keep, now)
-
-
-class _Restriction:
-    """:func:`restricted_store` for many subsets of one store: its columns and strings indexed as arrays."""
-
-    def __init__(self, store: MemoryStore):
-        cols = store._backend.cols
-        self.store, self.cols = store, cols
-        self.arrays = {k: a[: cols.n] for k, a in cols.data.items()}
-        self.strings = {}
-        for k, s in cols.strings.items():
-            self.strings[k] = np.empty(len(s), dtype=object)
-            self.strings[k][:] = s
-
-    def __call__(self, keep, now: float) -> MemoryStore:
-        keep = np.asarray(keep, dtype=np.int64)
-        cols = copy.copy(self.cols)  # (as Columns.take: new arrays, the store's are left as they are)
-        cols.data = {k: a[keep] for k, a in self.arrays.items()}
-        cols.strings = {k: s[keep].tolist() for k, s in self.strings.items()}
-        cols.n = len(keep)
-        backend = MemoryBackend()
-        backend.cols, backend.sums = cols, self.store._backend.sums
-        backend.scalars = {**self.store._backend.scalars, "now": float(now)}
-        out = copy.copy(self.store)  # (an in-memory store copies with a lock of its own)
-        out._backend = backend
-        return out
-
-
-def replay_cuts(
-    history: pd.DataFrame,
-    weights,
-    policy: Policy,
-    cuts,
-    embeddings: np.ndarray,
-    emotion: np.ndarray,
-    stats: dict | None = None,
-    factor_set: str = "paper",
-    full: MemoryStore | None = None,
-) -> list[MemoryStore]:
-    """Replay several prefixes of one history, each with its own budget, from one replay of the longest.
-
-    ``cuts`` holds ``(n_rows, budget)`` pairs; each ``n_rows`` must end a session of
-    ``history``. The i-th store returned holds the items, every column equal, that
-    ``replay(history[:n_rows], weights, policy, budget, ...)`` (:func:`replay`) holds,
-    with its clock; it is a :func:`restricted_store`, for reading.
-
-    Why it is the same: a store annotates each turn from the turns before it, never
-    from what it still holds (merging is off), and a session's goal relevance is fixed
-    at its end, before anything is dropped; so a turn's columns in a bounded store are
-    the ones it has in a store that keeps everything. What a budget changes is only
-    which turns are still held, and that is decided here as the store decides it
-    (:func:`memlib.store.forget.plan`): at each session end, if the store is over its
-    budget, the policy's forget scores of the held turns (read from a store restricted
-    to them) go through :func:`~memlib.forgetting.consolidation_drops`. The turns are
-    annotated once, not once per prefix and budget; the test
-    ``tests/test_stream_realmem.py`` checks the equality against :func:`replay`.
-
-    ``full``, if given, is that replay of the longest prefix with nothing dropped
-    (:func:`replay` with a budget of all its turns, the same weights, policy and factor
-    set), made once for several budgets; it is not changed.
-    """
-    cuts = [(int(n), check_int("budget", b, minimum=0)) for n, b in cuts]
-    sessions = history["session"].to_numpy()
-    n_all = len(history)
-    ends = np.flatnonzero(np.r_[sessions[1:] != sessions[:-1], True]) + 1 if n_all else np.zeros(0, np.int64)
-    n_max = max((n for n, _ in cuts), default=0)
-    for n, _ in cuts:
-        if n and n not in set(ends.tolist()):
-            raise ParameterError(f"a cut of the history must end a session, got {n} rows")
-    times = history["time"].to_numpy(dtype=float)
-    if full is None:  # every turn of the longest prefix, consolidated at session ends with a budget that holds them all
-        full = replay(
-            history.iloc[:n_max], weights, policy, max(n_max, 1), embeddings[:n_max], emotion[:n_max], None, factor_set
-        )
-    if len(full) != n_max:
-        raise ParameterError(f"full must hold every turn of the longest cut ({n_max}), it holds {len(full)}")
-    restrict = _Restriction(full)
-    expires, pinned, tokens = (restrict.arrays[k] for k in ("expires", "pinned", "tokens"))
-    stores, peak = [], 0
-    for n, budget in cuts:
-        keep = np.zeros(0, dtype=np.int64)
-        start = 0
-        for end in ends[ends <= n]:
-            keep = np.concatenate([keep, np.arange(start, end)])
-            start = int(end)
-            peak = max(peak, len(keep))
-            if not policy.bounded:
-                continue
-            now = float(times[end - 1])
-            expired = expires[keep] <= now
-            rule = {  # what the store's consolidation reads (memlib.store.forget.plan), of the held turns
-                "budget": budget,
-                "budget_tokens": None,
-                "tokens": tokens[keep],
-                "eligible": ~expired,
-                "pinned": pinned[keep].astype(bool),
-                "count_pinned": False,
-            }
-            if not (expired.any() or over_budget(**rule)):
-                continue
-            scores = np.asarray(policy.forget_scores(restrict(keep, now), now), float)
-            dropped, _ = consolidation_drops(scores, **rule)
-            keep = keep[~(expired | dropped)]
-        stores.append(restrict(keep, float(times[n - 1]) if n else -np.inf))
-    if stats is not None:  # as replay: the largest store at a session end, before it consolidated
-        stats["peak_items"] = max(stats.get("peak_items", 0), peak)
-    return stores
 
 
 def history_chains(histories, labels) -> list[list[int]]:
@@ -285,11 +171,6 @@ def history_chains(histories, labels) -> list[list[int]]:
             chains.append([i])
             heads.setdefault(key, []).append(chains[-1])
     return chains
-
-
-#: Replay a chain of nested histories once (:func:`replay_cuts`) rather than once per history and budget.
-#: Exactly equivalent (tests/test_stream_realmem.py); the tests turn it off to compare with the slow path.
-SHARE_REPLAYS = True
 
 
 def two_folds(groups, seed: int = 0) -> np.ndarray:
@@ -331,18 +212,19 @@ def fold_weights(blind: CaseSet, fold: np.ndarray, budgets, seed: int = 0, quick
     return weights, pd.DataFrame(wrows)
 
 
-def question_scores(store: MemoryStore, query_vec, query_valence: float, gold: set, ks, sessions=None) -> dict:
-    """Gold retention of a store for one question, and its ranking's recall and NDCG at each k.
+def question_scores(view, policy: Policy, query_vec, query_valence: float, gold: set, ks, sessions=None) -> dict:
+    """Gold retention of the items of ``view`` for one question, and their ranking's recall and NDCG at each k.
 
-    ``gold`` holds the question's gold item ids over the whole history, so a
+    The ranking is the store's (:func:`memlib.store.rank` under ``policy``, at the view's
+    clock). ``gold`` holds the question's gold item ids over the whole history, so a
     forgotten gold turn counts as missed. With ``sessions`` (the session of each
     item id) the same metrics are also computed at session level, as LongMemEval
     reports them: the ranking keeps each session at its best turn's place, and
     the gold sessions are those holding a gold turn (keys ``session_recall_any@k``, ...).
     """
-    ids = np.asarray(store.ids)
-    ranking = ids[store.rank(query_vec, query_valence)]
-    out = {"retention": len(gold & set(store.ids)) / len(gold)}
+    ids = view.ids
+    ranking = ids[rank(view, policy, query_vec, query_valence, view.now)]
+    out = {"retention": len(gold & set(ids.tolist())) / len(gold)}
     for k in ks:
         ra, rall, nd = retrieval_metrics(ranking, gold, k=k)
         out.update({f"recall_any@{k}": ra, f"recall_all@{k}": rall, f"ndcg@{k}": nd})
@@ -426,20 +308,19 @@ def stream(
     (six of RealMem's, twelve of LongMemEval-S's, none of them gold) is left out of
     the histories, as a store refuses it; ``info["turns_without_text"]`` counts them.
 
-    Histories nested in one another (RealMem's: a persona's questions, each asked
-    after the sessions before its own) are replayed once per chain, budget and policy
-    (:func:`replay_cuts`), which gives every question exactly the store the replay of
-    its own history would (each with its own budget); a history that nests in no other
-    (LoCoMo's, LongMemEval's) is replayed alone with :func:`replay`.
+    Every history is replayed through the store (:func:`memlib.store.held_after`): its
+    turns are added once to a store that forgets nothing, and the store's own consolidation
+    rule decides, session end by session end, what a store with the budget would hold.
+    Histories nested in one another (RealMem's: a persona's questions, each asked after
+    the sessions before its own) share that store and are cut per question, each with its
+    own budget (a share of its own history); ``info["consolidations"]`` counts the
+    consolidations the replays made.
 
     The weights of ``learned_V`` are learned with the blind keep/drop objective on
     the *other* half of the histories (a two-fold split by group), at a keep
     fraction equal to the budget share, so no test question informs them.
     """
     from tqdm import tqdm
-
-    from memlib.embeddings import embed_cached
-    from memlib.factors import emotion_and_valence
 
     data = DataSpec.of(data).reads("stream", "dataset", "quick", "limit", "sample", "factor_set", "embedding_setting")
     seed = check_int("seed", seed, minimum=0)
@@ -452,129 +333,140 @@ def stream(
     for p in policies:
         stream_policy(p, beta)
     ds, anns = data.load(progress, regimes=("blind",))
+    hs = stream_histories(ds)
+    E, emotion, Q, q_val = _turn_inputs(ds, hs, data.embedding_setting, progress)
+    # two folds of groups; learned_V for a history uses weights learned on the other fold
+    groups = hs.cases["group"].to_numpy()
+    fold = two_folds(groups, seed)
+    weights, weight_table = fold_weights(anns["blind"].cases, fold, budgets, seed, data.quick)
+    chains = history_chains(hs.sessions, [fold[cs[0]] for cs in hs.questions])
+    bar = tqdm(total=len(hs.rows) * len(policies) * len(budgets), desc="replay", disable=not progress)
+    scored: dict = {}  # (history, budget, policy) -> its questions' rows
+    peak = 0
+    for chain in chains:
+        rows = hs.rows[chain[0]]
+        longest = history_frame(ds, rows)
+        sessions = longest["session"].to_numpy()
+        fulls: dict = {}  # (policy, weights) -> every turn of the longest history, nothing forgotten
+        for bi, b in enumerate(budgets):
+            cuts = [(len(hs.rows[h]), budget_count(b, len(hs.rows[h]))) for h in chain]
+            for pi, name in enumerate(policies):
+                policy = stream_policy(name, beta)
+                w = weights[(b, fold[hs.questions[chain[0]][0]])] if name.startswith("learned_V") else np.ones(7)
+                key = (name, np.asarray(w, float).tobytes())
+                if key not in fulls:
+                    n = max(len(rows), 1)
+                    fulls[key] = replay(longest, w, policy, n, E[rows], emotion[rows], data.factor_set).view
+                replayed = held_after(fulls[key], policy, sessions, cuts)
+                peak = max(peak, replayed.peak if policy.bounded else 0)
+                for h, held in zip(chain, replayed.held):
+                    n = len(hs.rows[h])
+                    view = fulls[key].take(held, float(longest["time"].iloc[n - 1]) if n else -np.inf)
+                    at = (hs, n, view, policy, Q, q_val, ks, sessions[:n] if hs.dated else None)
+                    scored[(h, bi, pi)] = [
+                        {"policy": name, "budget": b, **_question_row(c, gold, *at)}
+                        for c, gold in zip(hs.questions[h], hs.golds[h])
+                        if gold  # an empty gold: its evidence comes after the question's date
+                    ]
+                    bar.update()
+    bar.close()
+    order = [(h, bi, pi) for h in range(len(hs.rows)) for bi in range(len(budgets)) for pi in range(len(policies))]
+    per_q = pd.DataFrame([row for key in order for row in scored[key]])
+    if per_q.empty:
+        raise ParameterError(f"{ds.name}: no question can be scored (each one's gold comes after its own date)")
+    info = {
+        **ds.stats(),
+        "histories": len(hs.rows),
+        "beta": beta,
+        "peak_items": peak,  # largest bounded store at a session end, before forgetting
+        "max_history": int(per_q["history"].max()),
+        "turns_without_text": hs.without_text,  # left out of the histories they were in
+    }
+    return StreamResult(stream_table(per_q, ks), per_q, weight_table, info)
+
+
+@dataclass(frozen=True)
+class StreamHistories:
+    """The histories of a stream study: a haystack cut at its questions' date, and the questions asked there.
+
+    Attributes
+    ----------
+    cases : DataFrame
+        The usable questions that are not abstentions.
+    rows : list of ndarray
+        Per history, its turns (rows of ``ds.turns``, in time order, those with text).
+    sessions : list of tuple
+        Per history, its sessions (so that nested histories can be found).
+    questions : list of list of int
+        Per history, its questions (rows of ``cases``).
+    golds : list of list of set
+        Per history and question, the gold positions in the history.
+    dated : bool
+        Whether the questions have dates (then scored at session level too).
+    without_text : int
+        Turns without text, left out (a store refuses them; none is gold in our corpora).
+    """
+
+    cases: pd.DataFrame
+    rows: list
+    sessions: list
+    questions: list
+    golds: list
+    dated: bool
+    without_text: int
+
+
+def stream_histories(ds) -> StreamHistories:
+    """Cut each usable, non-abstention question's haystack at its date; questions asked at one point share it."""
     usable = ds.usable()
     usable = usable.with_cases(usable.cases[~usable.cases["case_id"].astype(str).str.endswith("_abs")])
     cases = usable.cases
     if not len(cases):
         raise ParameterError(f"{ds.name}: no usable question (with gold turns, not an abstention) to stream")
-
-    # embeddings and text-level factors, from the caches the annotation filled
-    used_rows = np.unique(np.concatenate([usable.haystack_rows(c) for c in range(len(cases))]))
-    text_ids = ds.turns["text_id"].to_numpy()
-    uniq = np.unique(text_ids[used_rows])
-    E_text = np.zeros((len(ds.texts), 384), np.float32)
-    E_text[uniq] = embed_cached([ds.texts[i] for i in uniq], data.embedding_setting, progress=progress)
-    E = E_text[text_ids]
-    emo_text = np.zeros(len(ds.texts))
-    emo_text[uniq] = emotion_and_valence([ds.texts[i] for i in uniq])[0]
-    emotion = emo_text[text_ids]
-    Q = embed_cached(cases["question"].tolist(), data.embedding_setting, progress=progress)
-    q_val = valence(cases["question"].tolist())
-
-    # two folds of groups; learned_V for a history uses weights learned on the other fold
-    groups = cases["group"].to_numpy()
-    fold = two_folds(groups, seed)
-    weights, weight_table = fold_weights(anns["blind"].cases, fold, budgets, seed, data.quick)
-
-    # a history is a haystack cut at its questions' date: questions asked at the same point share a replay
     session_date = dict(zip(ds.sessions["session"], ds.sessions["date"]))
+    n_turns = ds.sessions.set_index("session")["n_turns"]
     qdates = cases["question_date"]
     histories: dict = {}
     for c, hay in enumerate(cases["haystack"]):
-        cut = len(hay)
-        if pd.notna(qdates.iloc[c]):
-            cut = sum(session_date[x] <= qdates.iloc[c] for x in hay)
+        cut = len(hay) if pd.isna(qdates.iloc[c]) else sum(session_date[x] <= qdates.iloc[c] for x in hay)
         histories.setdefault((hay, cut), []).append(c)
-    stats: dict = {}
-    bar = tqdm(total=len(histories) * len(policies) * len(budgets), desc="replay", disable=not progress)
-    dated = bool(qdates.notna().any())
-    keys = list(histories)
-    hist = []  # per history: its rows and its questions' gold positions
     # a turn without text is none a store can hold (MemoryStore.add refuses it): it is left out of the history, and
     # the budget is a share of the turns that remain (RealMem has 6 such turns, LongMemEval-S 12, none of them gold)
     has_text = np.array([bool(str(t).strip()) for t in ds.turns["text"]], dtype=bool)
-    no_text: set = set()
-    for hay, cut in keys:
-        case_list = histories[(hay, cut)]
-        n_rows = int(ds.sessions.set_index("session").loc[list(hay[:cut]), "n_turns"].sum())
-        hrows = usable.haystack_rows(case_list[0])[:n_rows]
+    rows, golds, no_text = [], [], set()
+    for (hay, cut), case_list in histories.items():
+        hrows = usable.haystack_rows(case_list[0])[: int(n_turns.loc[list(hay[:cut])].sum())]
         no_text.update(hrows[~has_text[hrows]].tolist())
         hrows = hrows[has_text[hrows]]
         pos_of_row = {r: i for i, r in enumerate(hrows)}
-        golds = [{pos_of_row[g] for g in cases["gold"].iloc[c] if g in pos_of_row} for c in case_list]
-        hist.append((hrows, golds))
-    # histories nested in one another (RealMem: a persona's questions, each asked at its own date) form a chain,
-    # replayed once when it holds more than one; a history alone is replayed as it always was
-    chains = (
-        history_chains([hay[:cut] for hay, cut in keys], [fold[histories[k][0]] for k in keys])
-        if SHARE_REPLAYS
-        else [[h] for h in range(len(keys))]
+        rows.append(hrows)
+        golds.append([{pos_of_row[g] for g in cases["gold"].iloc[c] if g in pos_of_row} for c in case_list])
+    sessions = [hay[:cut] for hay, cut in histories]
+    return StreamHistories(
+        cases, rows, sessions, list(histories.values()), golds, bool(qdates.notna().any()), len(no_text)
     )
-    scored: dict = {}  # (history, budget, policy) -> its questions' rows
-    for chain in chains:
-        longest = history_frame(ds, hist[chain[0]][0])
-        E_chain, emo_chain = E[hist[chain[0]][0]], emotion[hist[chain[0]][0]]
-        fulls: dict = {}  # (policy, weights) -> the longest history replayed with nothing dropped
-        for bi, b in enumerate(budgets):
-            counts = [budget_count(b, len(hist[h][0])) for h in chain]
-            for pi, name in enumerate(policies):
-                w = (
-                    weights[(b, fold[histories[keys[chain[0]]][0]])]
-                    if name.startswith("learned_V")
-                    else np.ones(len(FACTORS))
-                )
-                policy = stream_policy(name, beta)
-                bounded = stats if policy.bounded else None
-                if len(chain) > 1:
-                    cuts = [(len(hist[h][0]), c) for h, c in zip(chain, counts)]
-                    key = (name, np.asarray(w, float).tobytes())
-                    if key not in fulls:
-                        n = len(longest)
-                        fulls[key] = replay(longest, w, policy, max(n, 1), E_chain, emo_chain, None, data.factor_set)
-                    stores = replay_cuts(
-                        longest, w, policy, cuts, E_chain, emo_chain, bounded, data.factor_set, full=fulls[key]
-                    )
-                else:
-                    stores = [replay(longest, w, policy, counts[0], E_chain, emo_chain, bounded, data.factor_set)]
-                for h, st in zip(chain, stores):
-                    hrows, golds = hist[h]
-                    sessions = longest["session"].to_numpy()[: len(hrows)] if dated else None
-                    rows = scored[(h, bi, pi)] = []
-                    for c, gold in zip(histories[keys[h]], golds):
-                        if not gold:  # its evidence comes after the question's date: nothing to retain
-                            continue
-                        scores = question_scores(st, Q[c], q_val[c], gold, ks, sessions)
-                        rows.append(
-                            {
-                                "policy": name,
-                                "budget": b,
-                                "case_id": cases["case_id"].iloc[c],
-                                "group": groups[c],
-                                "retention": scores.pop("retention"),
-                                "stored": len(st),
-                                "history": len(hrows),
-                                **scores,
-                            }
-                        )
-                    bar.update()
-    rows = [
-        row
-        for h in range(len(keys))
-        for bi in range(len(budgets))
-        for pi in range(len(policies))
-        for row in scored[(h, bi, pi)]
-    ]
-    bar.close()
-    per_q = pd.DataFrame(rows)
-    info = {
-        **ds.stats(),
-        "histories": len(histories),
-        "beta": beta,
-        "peak_items": stats.get("peak_items", 0),  # largest bounded store at a session end, before forgetting
-        "max_history": int(per_q["history"].max()),
-        "turns_without_text": len(no_text),  # left out of the histories they were in
-    }
-    return StreamResult(stream_table(per_q, ks), per_q, weight_table, info)
+
+
+def _turn_inputs(ds, hs: StreamHistories, setting: str, progress: bool):
+    """Per turn of ``ds``: its embedding and emotion (from the caches the annotation filled); the questions' too."""
+    from memlib.embeddings import embed_cached
+    from memlib.factors import emotion_and_valence
+
+    text_ids = ds.turns["text_id"].to_numpy()
+    uniq = np.unique(text_ids[np.concatenate(hs.rows)])
+    E_text = np.zeros((len(ds.texts), 384), np.float32)
+    E_text[uniq] = embed_cached([ds.texts[i] for i in uniq], setting, progress=progress)
+    emo_text = np.zeros(len(ds.texts))
+    emo_text[uniq] = emotion_and_valence([ds.texts[i] for i in uniq])[0]
+    questions = hs.cases["question"].tolist()
+    return E_text[text_ids], emo_text[text_ids], embed_cached(questions, setting, progress=progress), valence(questions)
+
+
+def _question_row(c, gold, hs, n, view, policy, Q, q_val, ks, sessions) -> dict:
+    """One row of the per-question table: question ``c`` asked of ``view``, the store of its history of ``n`` turns."""
+    scores = question_scores(view, policy, Q[c], q_val[c], gold, ks, sessions)
+    head = {"case_id": hs.cases["case_id"].iloc[c], "group": hs.cases["group"].iloc[c]}
+    return {**head, "retention": scores.pop("retention"), "stored": len(view), "history": n, **scores}
 
 
 def store_demo(data: DataSpec | str = LOCOMO, budget: float = 0.3):

@@ -1,0 +1,121 @@
+"""One store: a replay from a view of every turn (held_after) keeps what a store replayed turn by turn keeps.
+
+The studies measure the store through :func:`memlib.store.replay.held_after`; these tests hold it to
+the store itself (:func:`memlib.store.replay_history`, the public API turn by turn) for every built-in
+policy, on random histories full of ties, for every prefix of a history and several budgets.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memlib._checks import ParameterError
+from memlib.store import POLICIES, MemoryStore, StoreView, held_after, make_policy, replay_history
+from memlib.store.replay import session_ends
+from memlib.value import LinearValue
+
+
+def random_history(rng, n):
+    """Turns with sessions of random length, times with ties, and a few repeated embeddings."""
+    sessions = np.cumsum(rng.random(n) < 0.3)
+    time = np.sort(rng.integers(0, n // 2 + 2, n)).astype(float) + sessions * 0.25
+    E = rng.normal(size=(n, 384))
+    E[rng.random(n) < 0.2] = E[0]  # repeats (merging is off, so each is its own item)
+    roles = np.where(rng.random(n) < 0.6, "user", "assistant")
+    return [
+        {
+            "text": f"turn {i} {'!' * int(rng.integers(0, 3))}",
+            "role": str(roles[i]),
+            "time": float(time[i]),
+            "session": int(sessions[i]),
+            "embedding": E[i],
+            "emotion": float(rng.integers(0, 3) / 2),
+        }
+        for i in range(n)
+    ]
+
+
+POLICY_VARIANTS = {
+    "value (drop by value)": lambda: make_policy("value", keep_top_value=True),
+    "value (eq. 3, beta 10)": lambda: make_policy("value", beta=10.0),
+    **{name: (lambda name=name: make_policy(name)) for name in POLICIES if name != "value"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(POLICY_VARIANTS))
+@pytest.mark.parametrize("weights", [None, np.ones(7)], ids=["cue value", "paper value"])
+def test_held_after_keeps_what_the_store_keeps_for_every_prefix_and_budget(name, weights):
+    rng = np.random.default_rng(7)
+    for trial in range(3):
+        turns = random_history(rng, int(rng.integers(8, 30)))
+        full = MemoryStore(weights=weights, policy=POLICY_VARIANTS[name](), merge_threshold=None)
+        replay_history(full, turns, budget=len(turns))
+        sessions = [t["session"] for t in turns]
+        ends = session_ends(sessions).tolist()
+        cuts = [(n, b) for n in ends for b in (0, 1, 3, 7)]
+        got = held_after(full.view, POLICY_VARIANTS[name](), sessions, cuts)
+        peak = 0
+        for (n, b), held in zip(cuts, got.held):
+            store = MemoryStore(weights=weights, policy=POLICY_VARIANTS[name](), merge_threshold=None)
+            peak = max(peak, replay_history(store, turns[:n], budget=b))
+            assert full.view.ids[held].tolist() == store.ids, (name, trial, n, b)
+        assert got.peak == peak
+
+
+def test_one_order_and_session_by_session_agree():
+    """A static order (drop by value, FIFO) is sorted once; replayed session by session it keeps the same."""
+    rng = np.random.default_rng(3)
+
+    class SessionBySession(type(make_policy("value", keep_top_value=True))):
+        static_order = False
+
+    for _ in range(20):
+        turns = random_history(rng, int(rng.integers(5, 60)))
+        full = MemoryStore(policy=make_policy("value", keep_top_value=True), merge_threshold=None)
+        replay_history(full, turns, budget=len(turns))
+        sessions = [t["session"] for t in turns]
+        cuts = [(n, b) for n in session_ends(sessions) for b in (0, 2, 5)]
+        fast = held_after(full.view, make_policy("value", keep_top_value=True), sessions, cuts)
+        slow = held_after(full.view, SessionBySession(keep_top_value=True), sessions, cuts)
+        assert [h.tolist() for h in fast.held] == [h.tolist() for h in slow.held]
+        assert fast.peak == slow.peak
+
+
+def test_a_batch_history_view_replays_like_a_store_view():
+    """StoreView.of_history over the store's own arrays keeps the same turns as the store's view."""
+    rng = np.random.default_rng(5)
+    turns = random_history(rng, 40)
+    full = MemoryStore(weights=np.ones(7), merge_threshold=None)
+    replay_history(full, turns, budget=len(turns))
+    v = full.view
+    batch = StoreView.of_history(
+        LinearValue(np.ones(7)), time=v.time, embeddings=v.embeddings, factors=v.factors, cues=v.cues, valence=v.valence
+    )
+    sessions = [t["session"] for t in turns]
+    cuts = [(n, 9) for n in session_ends(sessions)]
+    for policy in (make_policy("paper", beta=3.0), make_policy("value", keep_top_value=True)):
+        a, b = held_after(v, policy, sessions, cuts), held_after(batch, policy, sessions, cuts)
+        assert [h.tolist() for h in a.held] == [h.tolist() for h in b.held]
+
+
+def test_held_after_refuses_a_cut_inside_a_session_and_sessions_of_the_wrong_length():
+    turns = random_history(np.random.default_rng(1), 12)
+    full = MemoryStore(merge_threshold=None)
+    replay_history(full, turns, budget=12)
+    sessions = [t["session"] for t in turns]
+    inside = session_ends(sessions)[0] - 1
+    with pytest.raises(ParameterError, match="a cut of the history must end a session, got"):
+        held_after(full.view, make_policy("recency"), sessions, [(int(inside), 2)])
+    with pytest.raises(ParameterError, match="sessions must name the session of each of the 12 turns, got 3"):
+        held_after(full.view, make_policy("recency"), sessions[:3], [(0, 2)])
+    assert held_after(full.view, make_policy("memorybank"), sessions, [(0, 3)]).held[0].tolist() == []
+
+
+def test_replay_history_checks_every_turn_before_the_store_changes():
+    turns = random_history(np.random.default_rng(2), 10)
+    turns[7]["emotion"] = 2.0
+    store = MemoryStore(merge_threshold=None)
+    with pytest.raises(ParameterError, match="emotion"):
+        replay_history(store, turns, budget=3)
+    assert len(store) == 0 and store.forgotten == []
