@@ -94,6 +94,7 @@ def _defaults(args) -> int:
     import tempfile
 
     from memlib.studies import defaults
+    from memlib.studies.corpora import load_corpus
     from memlib.value import DEFAULTS_PATH
 
     path = None
@@ -104,7 +105,7 @@ def _defaults(args) -> int:
         if not path.parent.is_dir():
             raise ParameterError(f"--write {path}: no folder {path.parent}")
     data = DataSpec(quick=args.quick, sample=args.sample)
-    hs = [defaults.load_history(dataclasses.replace(data, dataset=d)) for d in defaults.DATASETS]
+    hs = [load_corpus(dataclasses.replace(data, dataset=d)) for d in defaults.DATASETS]
     measured = defaults.defaults_study_on(hs, quick=args.quick)
     chosen = defaults.choose_defaults(hs, measured=measured, data=data)
     if args.json:

@@ -125,7 +125,7 @@ class RetentionEvaluator:
         real = pos < cases.length[:, None]
         plus = (pos >= cases.length[:, None]) & (pos < (cases.length + self._n_plus)[:, None])
         self._pad = np.where(real, 0.0, np.where(plus, np.inf, -np.inf)).astype(np.float32)
-        self._real = real
+        self.real = real
         self._N = N
         self.columns = cases.live_factors if columns is None else np.asarray(columns, dtype=bool)
         F = np.zeros((G, width, int(self.columns.sum())), np.float32)
@@ -155,7 +155,7 @@ class RetentionEvaluator:
         out = np.empty((G, self._width), dtype=s.dtype)
         out[:, : self._N] = s
         out[:, self._N :] = 0
-        out[~self._real] = 0
+        out[~self.real] = 0
         out += self._pad
         return out
 
@@ -243,7 +243,7 @@ class StableOrderEvaluator:
         self.k = keep_count(cases.length, keep_fraction, cut)
         G, N, _ = cases.factors.shape
         self._N = N
-        self._real = np.arange(N)[None, :] < cases.length[:, None]
+        self.real = np.arange(N)[None, :] < cases.length[:, None]
         self._F = cases.factors.astype(np.float64)
         self._gold_h = cases.case_haystack[cases.gold_case]
         self._has_gold = cases.n_gold > 0
@@ -259,7 +259,7 @@ class StableOrderEvaluator:
         cs = self.cases
         if s.shape[1] == 0:
             return np.full(cs.n_cases, np.nan)
-        order = np.argsort(np.where(self._real, -s, np.inf), axis=1, kind="stable")
+        order = np.argsort(np.where(self.real, -s, np.inf), axis=1, kind="stable")
         rank = np.empty_like(order)
         np.put_along_axis(rank, order, np.arange(s.shape[1])[None, :].repeat(len(s), axis=0), axis=1)
         kept = rank[self._gold_h, cs.gold_pos] < self.k[self._gold_h]
@@ -320,6 +320,65 @@ def expected_random_retention(cases: CaseSet, keep_fraction: float, cut: str = "
     return float(np.mean(k[h] / cases.length[h]))
 
 
+def group_bootstrap_means(values, groups, n_boot: int, rng) -> np.ndarray:
+    """Means of ``n_boot`` resamples of whole groups (a cluster bootstrap), drawn from ``rng``.
+
+    Groups are numbered in the order ``values`` list them, so the resamples depend on that order
+    and on ``rng``, never on how the groups are named. The one resampling of every grouped interval
+    here (:func:`paired_bootstrap`, :func:`grouped_summary`).
+
+    >>> group_bootstrap_means([1.0, 1.0, 3.0], ["a", "a", "b"], 4, np.random.default_rng(0)).round(2).tolist()
+    [3.0, 1.67, 1.0, 1.0]
+    """
+    inv, codes = pd.factorize(np.asarray(groups))
+    x = np.asarray(values, dtype=float)
+    sums = np.bincount(inv, weights=x, minlength=len(codes))
+    counts = np.bincount(inv, minlength=len(codes))
+    pick = rng.integers(0, len(codes), size=(n_boot, len(codes)))
+    return sums[pick].sum(axis=1) / counts[pick].sum(axis=1)
+
+
+def grouped_summary(per_case: pd.DataFrame, keys, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Mean ``value`` per ``keys``, with a 95% interval that resamples whole groups (``group``).
+
+    A group is a conversation (LoCoMo: about 200 questions on one history), a question
+    (LongMemEval) or a user (RealMem), so questions that share a history are resampled together.
+    One generator (``seed``) serves every key, in the order they come.
+
+    Parameters
+    ----------
+    per_case : DataFrame
+        One row per case: the ``keys`` columns, ``value`` and ``group``.
+    keys : list of str
+    n_boot, seed : int
+
+    Returns
+    -------
+    DataFrame
+        ``keys``, ``mean``, ``ci_low``, ``ci_high`` (NaN with a single group), ``n_questions``, ``n_groups``.
+
+    >>> pc = pd.DataFrame({"k": "a", "value": [0.0, 1.0], "group": ["g1", "g2"]})
+    >>> grouped_summary(pc, ["k"], n_boot=100)[["mean", "n_groups"]].values.tolist()
+    [[0.5, 2.0]]
+    """
+    rng = np.random.default_rng(seed)
+    out = []
+    for key, g in per_case.groupby(keys, sort=False, dropna=False):
+        x = g["value"].to_numpy()
+        row = dict(zip(keys, key))
+        row["mean"] = float(x.mean())
+        n_groups = g["group"].nunique(dropna=False)
+        if n_groups > 1:
+            means = group_bootstrap_means(x, g["group"], n_boot, rng)
+            row["ci_low"], row["ci_high"] = np.percentile(means, [2.5, 97.5])
+        else:
+            row["ci_low"] = row["ci_high"] = np.nan
+        row["n_questions"] = len(x)
+        row["n_groups"] = n_groups
+        out.append(row)
+    return pd.DataFrame(out)
+
+
 def paired_bootstrap(gaps, n_boot: int = 1000, seed: int = 0, groups=None) -> tuple[float, float, float]:
     """Mean of per-case paired gaps and its 95% percentile bootstrap interval.
 
@@ -353,11 +412,7 @@ def paired_bootstrap(gaps, n_boot: int = 1000, seed: int = 0, groups=None) -> tu
         idx = rng.integers(0, len(g), size=(n_boot, len(g)))
         means = g[idx].mean(axis=1)
     else:
-        inv, codes = pd.factorize(np.asarray(groups))  # groups in the order the gaps list them
-        sums = np.bincount(inv, weights=g, minlength=len(codes))
-        counts = np.bincount(inv, minlength=len(codes))
-        pick = rng.integers(0, len(codes), size=(n_boot, len(codes)))
-        means = sums[pick].sum(axis=1) / counts[pick].sum(axis=1)
+        means = group_bootstrap_means(g, groups, n_boot, rng)
     lo, hi = np.percentile(means, [2.5, 97.5])
     return float(g.mean()), float(lo), float(hi)
 

@@ -10,43 +10,51 @@ from memlib.cues import STORE_CUES
 from memlib.learning import fit_cue_value
 from memlib.store import MemoryStore, ValuePolicy, make_policy
 from memlib.studies import defaults as D
-from memlib.value import CueValue, load_defaults
+from memlib.value import CueValue, LinearValue, load_defaults
 
 
-def test_the_simulation_keeps_the_hand_computed_turns():
-    # six turns in three sessions (days 0, 1, 2), a budget of 3, consolidated at each session end
+def one_history(time, session, factors):
+    """A corpus of one history whose paper factors are ``factors`` (the cues are zero)."""
+    from memlib.cases import CaseSet
+    from memlib.studies.corpora import Corpus
+
+    n = len(time)
+    cases = CaseSet.from_haystacks([np.asarray(factors, float)], [np.asarray(time, float)], [0], [[0]])
+    E = np.eye(384, dtype=np.float32)[:n]
+    return Corpus(
+        "h",
+        cases,
+        np.zeros((1, n, 11)),
+        np.asarray(session)[None],
+        np.arange(n)[None],
+        E,
+        np.zeros(n),
+        E[:1],
+        np.zeros(1),
+    )
+
+
+def test_the_replay_keeps_the_hand_computed_turns():
+    """Six turns in three sessions (days 0, 1, 2), a budget of 3, consolidated at each session end by the store."""
+    from memlib.studies.corpora import kept
+
     t = np.array([0.0, 0.0, 1.0, 1.0, 2.0, 2.0])
     session = np.array([0, 0, 1, 1, 2, 2])
     # eq. 3, beta = 1: at day 1 turns 0 and 1 score 1 / (1 + 1) and the new turns 0, so the tie drops
     # turn 0 (the older); at day 2 turn 1 scores 2**0.7 / 2 = 0.81, turn 2 1 / (1 + 0) = 1, turn 3
     # 1 / (1 + 3) = 0.25 and the new turns 0, so turns 2 and 1 go
     v = np.array([1.0, 1.0, 0.0, 3.0, 0.0, 0.0])
-    kept = D.simulate_store(v, v / 3, t, session, budget=3, rule="eq3", beta=1.0)
-    assert np.flatnonzero(kept).tolist() == [3, 4, 5]
+    h = one_history(t, session, np.c_[v / 3, np.zeros((6, 6))])
+    paper_v = LinearValue([3, 0, 0, 0, 0, 0, 0])
+    keep = 0.5  # 3 of 6
+    assert np.flatnonzero(kept(h, paper_v, D.policy_of("eq3", 1.0), keep)[0]).tolist() == [3, 4, 5]
     # the lowest V-bar first: at day 1 turns 0 and 1 tie at 0.2 (turn 0 goes); at day 2 turn 5 (0.1)
     # and turn 1 (0.2) go
     v_bar = np.array([0.2, 0.2, 0.5, 0.3, 0.4, 0.1])
-    kept = D.simulate_store(np.zeros(6), v_bar, t, session, budget=3, rule="value")
-    assert np.flatnonzero(kept).tolist() == [2, 3, 4]
+    h = one_history(t, session, np.c_[v_bar, np.zeros((6, 6))])
+    assert np.flatnonzero(kept(h, paper_v, D.policy_of("value", 0.0), keep)[0]).tolist() == [2, 3, 4]
     # a budget never exceeded keeps everything
-    assert D.simulate_store(v, v / 3, t, session, budget=6, rule="eq3").all()
-
-
-@pytest.mark.parametrize("rule", ["eq3", "value"])
-def test_the_fast_replay_keeps_the_turns_the_store_rule_keeps(rule):
-    # random histories with many ties (values on a coarse grid, several turns per session at one time)
-    rng = np.random.default_rng(1)
-    for trial in range(300):
-        n = int(rng.integers(1, 40))
-        session = np.sort(rng.integers(0, max(1, n // 3), n))
-        time = session * rng.choice([0.5, 1.0, 3.0]) + rng.choice([0.0, 0.01], n).cumsum()
-        v = rng.integers(0, 4, n) / 2.0
-        v_bar = rng.integers(0, 5, n) / 4.0
-        budget = int(rng.integers(0, n + 2))
-        beta = float(rng.choice([0.0, 1.0, 10.0]))
-        want = D.simulate_store(v, v_bar, time, session, budget, rule, beta)
-        got = D.replay_kept(v, v_bar, time, session, budget, rule, beta)
-        assert got.tolist() == want.tolist(), (trial, n, budget, beta)
+    assert kept(h, paper_v, D.policy_of("eq3", 1.0), 1.0 - 1e-9)[0].all()
 
 
 def test_the_leave_one_out_protocol_never_fits_on_the_corpus_it_scores():
@@ -77,9 +85,9 @@ def test_the_worst_case_choice_prefers_what_holds_on_every_corpus():
     assert D._worst_case(s, ["m"]) == {"m": "mean_winner"}
 
 
-def test_the_simulation_refuses_an_unknown_rule_even_when_nothing_goes():
+def test_an_unknown_rule_is_refused():
     with pytest.raises(ParameterError, match="unknown forgetting rule 'lru'; choose eq3 or value"):
-        D.simulate_store(np.ones(2), np.ones(2), np.zeros(2), np.zeros(2), budget=5, rule="lru")
+        D.policy_of("lru", 1.0)
 
 
 def test_a_cue_value_round_trips_and_refuses_bad_input():
@@ -139,11 +147,6 @@ def test_a_defaults_file_that_is_not_one_is_refused(tmp_path):
         load_defaults(tmp_path / "d.json")
     with pytest.raises(ParameterError, match="no defaults file"):
         load_defaults(tmp_path / "missing.json")
-
-
-def test_forget_scores_name_an_unknown_rule():
-    with pytest.raises(ParameterError, match="unknown forgetting rule 'lru'"):
-        D.forget_scores(np.ones(2), np.ones(2), np.ones(2), "lru")
 
 
 def test_a_beta_asks_for_eq3_and_a_store_saved_with_the_old_policy_forgets_as_before(tmp_path):
@@ -213,6 +216,7 @@ def test_normalise_maps_a_flat_stretch_to_its_middle_and_the_default_is_read_onl
 def planted_corpus(name, seed, gold_cue=4, G=6, n=12):
     """A corpus whose gold turns are the ones with the largest ``gold_cue`` (numbers), three sessions a history."""
     from memlib.cases import CaseSet
+    from memlib.studies.corpora import Corpus
 
     rng = np.random.default_rng(seed)
     cues = rng.random((G, n, len(STORE_CUES)))
@@ -228,7 +232,7 @@ def planted_corpus(name, seed, gold_cue=4, G=6, n=12):
     )
     E = rng.normal(size=(G * n, 384)).astype(np.float32)
     E /= np.linalg.norm(E, axis=1, keepdims=True)
-    return D.History(
+    return Corpus(
         name,
         cases,
         cues,

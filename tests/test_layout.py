@@ -124,3 +124,28 @@ def test_the_graph_reader_sees_what_it_must():
     assert "memlib.factors" in GRAPH["memlib.studies.stream"]  # inside a function
     assert "memlib.paper" in GRAPH["memlib.studies.oracle_blind"]  # from memlib import paper
     assert GRAPH["memlib"] == {"memlib._checks"}  # lazy names are not imports
+
+
+def private_reaches(source: str) -> list[str]:
+    """Every ``x._name`` (not ``self``/``cls``, not a dunder) and every ``from memlib.store... import _name``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("memlib.store"):
+            found += [f"line {node.lineno}: import {a.name}" for a in node.names if a.name.startswith("_")]
+    return found
+
+
+def test_the_studies_measure_the_store_through_its_public_api():
+    """No study reaches into a private attribute (the store's backend, columns, an evaluator's internals)."""
+    for path in sorted((MEMLIB / "studies").glob("*.py")):
+        assert private_reaches(path.read_text()) == [], path.name
+    # the check sees what it must: what the stream study did before the one store
+    planted = "out._backend = backend\ncols = store._backend.cols\nfrom memlib.store.memory import _ADD_KEYS\n"
+    assert sorted(private_reaches(planted)) == [
+        "line 1: out._backend",
+        "line 2: store._backend",
+        "line 3: import _ADD_KEYS",
+    ]

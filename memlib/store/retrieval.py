@@ -10,7 +10,7 @@ by it (:mod:`memlib.store.replay`).
 >>> st = MemoryStore()
 >>> for i, text in enumerate(["I like tea.", "I like coffee.", "Hello."]):
 ...     _ = st.add(text, time=float(i), embedding=np.eye(384)[i])
->>> rank(st.view, st.policy, np.eye(384)[1], now=3.0, k=1).tolist()
+>>> rank(st.view, st.policy, np.eye(384)[1], k=1).tolist()
 [1]
 """
 
@@ -21,7 +21,9 @@ import numpy as np
 from memlib.store.columns import top_k
 
 
-def rank(view, policy, query_vec, query_valence: float = 0.0, now: float = np.inf, k: int | None = None, scores=False):
+def rank(
+    view, policy, query_vec, query_valence: float = 0.0, now: float | None = None, k: int | None = None, scores=False
+):
     """Positions of the unexpired items of ``view`` in retrieval order under ``policy`` (the best first).
 
     Parameters
@@ -32,8 +34,10 @@ def rank(view, policy, query_vec, query_valence: float = 0.0, now: float = np.in
         A unit query vector (checked by the caller).
     query_valence : float
         The query's VADER valence (mood congruence reads it).
-    now : float
-        Days; an item that expires at or before ``now`` is not returned.
+    now : float, optional
+        Days; an item that expires at or before ``now`` is not returned. Default: the view's
+        clock (:attr:`StoreView.now <memlib.store.view.StoreView.now>`); a view without one
+        returns every item.
     k : int, optional
         Only the first ``k`` (default: all).
     scores : bool
@@ -45,8 +49,9 @@ def rank(view, policy, query_vec, query_valence: float = 0.0, now: float = np.in
     item_scores : ndarray of float, shape (len(view),)
         With ``scores=True`` only.
     """
+    now = view.now if now is None else now
     item_scores = np.asarray(policy.retrieval_scores(view, query_vec, query_valence, now), float)
-    alive = view.expires > now
+    alive = np.ones(len(view), bool) if now is None else view.expires > now
     if k is None:
         order = np.argsort(-item_scores, kind="stable")
         order = order[alive[order]]

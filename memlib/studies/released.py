@@ -234,7 +234,7 @@ def opening_shares(ds, ann, weights: pd.DataFrame, keep_fraction: float, protoco
         test = cases.subset(test_idx)
         w = weights[weights["split"] == s].set_index("factor")["weight"].reindex(FACTORS).to_numpy()
         ev = evaluator(test, keep_fraction, "stable", proto.cut)
-        order = np.argsort(np.where(ev._real, -ev.scores(w), np.inf), axis=1, kind="stable")
+        order = np.argsort(np.where(ev.real, -ev.scores(w), np.inf), axis=1, kind="stable")
         kept = np.argsort(order, axis=1) < ev.k[:, None]
         hay = np.unique(cases.case_haystack[test_idx])
         o, g = opens[hay, : kept.shape[1]], gold[hay, : kept.shape[1]]

@@ -1,0 +1,189 @@
+"""A corpus replayed through the store: what a store holds of each turn, and what it keeps and returns.
+
+The defaults study (chapter 06) replays whole corpora, thousands of histories, under many
+values and policies. :class:`Corpus` holds one corpus as the store would hold it (the blind
+factors, the store cues, sessions, embeddings and valences of every turn, and the questions),
+from one annotation. :meth:`Corpus.view` shows one history to the store as a
+:class:`~memlib.store.StoreView`; :func:`kept` replays every history through a policy with the
+store's own replay (:func:`memlib.store.held_after`), and :func:`recall_per_case` ranks each
+question over what was kept with the store's retrieval rule (:func:`memlib.store.rank`). No
+forgetting or retrieval rule is written here: the store's are called.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from memlib._checks import check_int
+from memlib.cases import CaseSet
+from memlib.cues import STORE_CUES
+from memlib.metrics import keep_count
+from memlib.store import StoreView, held_after, rank
+from memlib.studies.data_spec import DataSpec
+
+#: Quick mode keeps at most this many questions of each corpus (of its first groups; RealMem's users ask ~140 each).
+QUICK_CASES = 40
+#: What :func:`load_corpus` reads of a :class:`~memlib.studies.data_spec.DataSpec`.
+READS = ("dataset", "quick", "limit", "sample", "embedding_setting")
+
+
+@dataclass
+class Corpus:
+    """One corpus as a store would hold it: the blind cases and, per history, what the store reads of each turn.
+
+    Attributes
+    ----------
+    name : str
+    cases : CaseSet
+        The blind annotation (the paper's factors) of every history, and the questions' gold.
+    cues : ndarray, shape (G, N, 11)
+        The store cues of :data:`memlib.cues.STORE_CUES` of each turn.
+    session : ndarray, shape (G, N)
+        Session codes (a session is a run of equal codes).
+    text_id : ndarray, shape (G, N)
+        Rows of ``embeddings`` and ``valence``.
+    embeddings : ndarray, shape (texts, 384)
+        Unit embeddings of the texts.
+    valence : ndarray, shape (texts,)
+        VADER valence of each text.
+    questions : ndarray, shape (C, 384)
+        Embedding of each question.
+    question_valence : ndarray, shape (C,)
+    """
+
+    name: str
+    cases: CaseSet
+    cues: np.ndarray
+    session: np.ndarray
+    text_id: np.ndarray
+    embeddings: np.ndarray
+    valence: np.ndarray
+    questions: np.ndarray
+    question_valence: np.ndarray
+
+    def subset(self, cases_idx) -> Corpus:
+        """Return the corpus of the cases ``cases_idx`` and their histories."""
+        cases_idx = np.asarray(cases_idx, dtype=np.int64)
+        used = np.unique(self.cases.case_haystack[cases_idx])
+        cs = self.cases.subset(cases_idx)
+        N = int(cs.length.max()) if len(cs.length) else 0
+        return Corpus(
+            self.name,
+            cs,
+            self.cues[used, :N],
+            self.session[used, :N],
+            self.text_id[used, :N],
+            self.embeddings,
+            self.valence,
+            self.questions[cases_idx],
+            self.question_valence[cases_idx],
+        )
+
+    def view(self, g: int, value) -> StoreView:
+        """Return the store's view of history ``g`` with every turn held, scored by ``value``."""
+        n = int(self.cases.length[g])
+        ids = self.text_id[g, :n]
+        return StoreView.of_history(
+            value,
+            time=self.cases.time[g, :n],
+            embeddings=self.embeddings[ids],
+            factors=self.cases.factors[g, :n].astype(np.float64),
+            cues=self.cues[g, :n],
+            valence=self.valence[ids],
+        )
+
+
+def load_corpus(data: DataSpec | str, progress: bool = False) -> Corpus:
+    """Load the blind (paper) annotation of ``data``, its store cues, sessions, embeddings and valences."""
+    from memlib.cues import compute_cues
+    from memlib.embeddings import embed_cached
+    from memlib.factors import emotion_features
+
+    data = DataSpec.of(data).reads("defaults", *READS)
+    if data.sample is not None:
+        check_int("sample", data.sample, minimum=2)  # a smaller dataset is used whole
+    ds, anns = data.load(progress, regimes=("blind",))
+    ann = anns["blind"]
+    embedding = data.embedding_setting
+    raw = compute_cues(ds, ann, embedding=embedding, progress=progress).select(STORE_CUES)
+    rows = ann.turn_rows
+    valid = rows >= 0
+    rr = np.where(valid, rows, 0)
+    sess_code = pd.factorize(ds.turns["session"])[0]
+    text_ids = ds.turns["text_id"].to_numpy()
+    used = np.unique(text_ids[rr[valid]])
+    E = np.zeros((len(ds.texts), 384), np.float32)
+    E[used] = embed_cached([ds.texts[i] for i in used], embedding, progress=progress)
+    val = np.zeros(len(ds.texts))
+    val[used] = emotion_features([ds.texts[i] for i in used])[:, 0]
+    usable = ds.usable()
+    qs = usable.cases["question"].tolist()
+    corpus = Corpus(
+        ds.name,
+        ann.cases,
+        raw.values.astype(np.float64),
+        np.where(valid, sess_code[rr], -1),
+        np.where(valid, text_ids[rr], 0),
+        E,
+        val,
+        np.asarray(embed_cached(qs, embedding, progress=progress), np.float32),
+        emotion_features(qs)[:, 0],
+    )
+    if data.quick and corpus.cases.n_cases > QUICK_CASES:  # evenly spread, so a stream's later questions stay in
+        corpus = corpus.subset(np.unique(np.linspace(0, corpus.cases.n_cases - 1, QUICK_CASES).astype(np.int64)))
+    return corpus
+
+
+def kept(corpus: Corpus, value, policy, keep_fraction: float) -> np.ndarray:
+    """Which turns of each history a store keeps: ``(G, N)`` masks, every history replayed through ``policy``.
+
+    Each history is replayed as an agent's store replays it (:func:`memlib.store.held_after`: the
+    turns arrive in order, the store consolidates to its budget, ``keep_fraction`` of the
+    history's turns, at every session end), with its turns scored by ``value``.
+    """
+    G, N = corpus.session.shape
+    out = np.zeros((G, N), bool)
+    for g in range(G):
+        n = int(corpus.cases.length[g])
+        budget = int(keep_count([n], keep_fraction)[0])
+        held = held_after(corpus.view(g, value), policy, corpus.session[g, :n], [(n, budget)]).held[0]
+        out[g, held] = True
+    return out
+
+
+def retention_per_case(cases: CaseSet, kept_masks: np.ndarray) -> np.ndarray:
+    """Share of each case's gold turns in ``kept_masks`` (the masks of its history)."""
+    hit = kept_masks[cases.case_haystack[cases.gold_case], cases.gold_pos].astype(float)
+    return np.bincount(cases.gold_case, hit, cases.n_cases) / np.maximum(cases.n_gold, 1)
+
+
+def recall_per_case(corpus: Corpus, value, kept_masks: np.ndarray, policies, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``recall_any@k`` and ``recall_all@k`` of each case under each retrieval policy, over its history's kept turns.
+
+    Each question is ranked as the store ranks it (:func:`memlib.store.rank`) over the turns its
+    history kept, scored by ``value``; a forgotten gold turn counts as missed. Returns two arrays
+    of shape ``(len(policies), cases)``.
+    """
+    cs = corpus.cases
+    any_, all_ = np.zeros((len(policies), cs.n_cases)), np.zeros((len(policies), cs.n_cases))
+    gold_of = pd.Series(cs.gold_pos).groupby(cs.gold_case).apply(np.asarray)
+    for g in np.unique(cs.case_haystack):
+        held = np.flatnonzero(kept_masks[g])
+        if not len(held):
+            continue
+        view = corpus.view(g, value).take(held)
+        for c in np.flatnonzero(cs.case_haystack == g):
+            gold = gold_of.get(c, np.zeros(0, np.int64))
+            if not len(gold):
+                continue
+            for p, policy in enumerate(policies):
+                top = held[rank(view, policy, corpus.questions[c], corpus.question_valence[c], k=k)]
+                hits = np.isin(gold, top)
+                any_[p, c], all_[p, c] = hits.any(), hits.all()
+    return any_, all_
+
+
+__all__ = ["Corpus", "kept", "load_corpus", "recall_per_case", "retention_per_case"]
