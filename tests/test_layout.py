@@ -28,6 +28,7 @@ LAYERS = [
         "memlib.goal_anchors",
         "memlib.usage",
         "memlib.online",
+        "memlib.references",
     },
     {
         "memlib.value",

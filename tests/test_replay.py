@@ -119,3 +119,74 @@ def test_replay_history_checks_every_turn_before_the_store_changes():
     with pytest.raises(ParameterError, match="emotion"):
         replay_history(store, turns, budget=3)
     assert len(store) == 0 and store.forgotten == []
+
+
+def recent_need_history(n_sessions=12, per_session=4, seed=0):
+    """A user who keeps coming back to the session before: each session's first user turn says again what
+    the previous session's third turn said; the value (emotion) is random, so a store holds turns of every age."""
+    rng = np.random.default_rng(seed)
+    turns, E = [], []
+    for s in range(n_sessions):
+        for j in range(per_session):
+            e = rng.normal(size=384)
+            if j == 0 and s:
+                e = E[-per_session + 2] + 0.05 * rng.normal(size=384)  # refers back to the session before
+            E.append(e)
+            turns.append(
+                {
+                    "text": f"s{s} t{j}",
+                    "role": "user" if j % 2 == 0 else "assistant",
+                    "time": float(s) + j / 100,
+                    "session": s,
+                    "embedding": e,
+                    "emotion": float(rng.uniform(0.0, 1.0)),
+                }
+            )
+    return turns
+
+
+def test_the_adaptive_policy_counts_references_as_the_store_does_and_keeps_what_its_user_needs():
+    from memlib.store import AdaptivePolicy
+
+    turns = recent_need_history()
+    sessions = [t["session"] for t in turns]
+    cuts = [(n, 8) for n in session_ends(sessions)]
+    adaptive = AdaptivePolicy(value_scale=1.0, z=0.0, value_weight=0.0, mood_weight=0.0)
+    full = MemoryStore(weights=np.eye(7)[0], policy=adaptive, merge_threshold=None)
+    replay_history(full, turns, budget=len(turns))
+    got = held_after(full.view, adaptive, sessions, cuts)
+    for (n, b), held in zip(cuts, got.held):
+        store = MemoryStore(weights=np.eye(7)[0], policy=adaptive, merge_threshold=None)
+        replay_history(store, turns[:n], budget=b)
+        assert full.view.ids[held].tolist() == store.ids, n
+    # the store counted the references: every session after the first refers to the day before
+    need = store.view.need
+    assert need.refs[0] == need.refs.sum() > 0 and need.relative_need(0.0)[0] > 1 > need.relative_need(0.0)[2]
+    # so it keeps the recent past, where dropping the lowest value first keeps the emotional old sessions
+    by_value = MemoryStore(weights=np.eye(7)[0], policy=make_policy("value", keep_top_value=True), merge_threshold=None)
+    replay_history(by_value, turns, budget=8)
+    assert np.mean(store.ids) > np.mean(by_value.ids) + 10
+
+
+def test_need_counts_are_saved_in_both_formats(tmp_path):
+    from memlib.store import AdaptivePolicy
+
+    def replayed():
+        store = MemoryStore(weights=np.eye(7)[0], policy=AdaptivePolicy(value_scale=1.0, z=0.0), merge_threshold=None)
+        replay_history(store, recent_need_history(), budget=8)
+        return store
+
+    store = replayed()
+    before = store.view.need.to_dict()
+    assert sum(before["refs"]) > 0 and len(before["boundaries"]) == 12
+    store.save(tmp_path / "s.npz")
+    assert MemoryStore.load(tmp_path / "s.npz").view.need.to_dict() == before
+    replayed().persist(tmp_path / "s.db").close()
+    again = MemoryStore.open(tmp_path / "s.db")
+    assert again.view.need.to_dict() == before
+    # the counts go on in the file: a consolidation there counts as one in memory
+    more = [{**t, "session": t["session"] + 100} for t in recent_need_history(n_sessions=16)[48:]]
+    replay_history(again, more, budget=8)
+    replay_history(store, more, budget=8)
+    assert again.view.need.to_dict() == store.view.need.to_dict() and again.ids == store.ids
+    assert len(again.view.need.boundaries) == 16

@@ -106,7 +106,7 @@ from memlib.store.baselines import (
     UnboundedRAGPolicy,
 )
 from memlib.store.memory import MERGE_THRESHOLD, MemoryStore, count_tokens, to_days, valence
-from memlib.store.policies import POLICIES, PaperPolicy, ValuePolicy, make_policy
+from memlib.store.policies import POLICIES, AdaptivePolicy, PaperPolicy, ValuePolicy, make_policy
 from memlib.store.protocol import Policy
 from memlib.store.replay import Replayed, held_after, replay_history
 from memlib.store.retrieval import rank
@@ -116,6 +116,7 @@ from memlib.store.view import StoreView
 __all__ = [
     "MERGE_THRESHOLD",
     "POLICIES",
+    "AdaptivePolicy",
     "FIFOPolicy",
     "GenerativeAgentsPolicy",
     "MemoryBankPolicy",

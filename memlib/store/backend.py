@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from memlib.references import Need
 from memlib.store.columns import Columns
 from memlib.store.state import DIM
 
@@ -98,6 +99,7 @@ class MemoryBackend:
     def __init__(self):
         self.cols = Columns()
         self.scalars = {"current_session": None, "session_has_user": False, "next_id": 0, "now": -np.inf}
+        self.scalars["need"] = Need()  # the stream's reference counts and sessions (memlib.references)
         self.sums = {"user": np.zeros(DIM), "session": np.zeros(DIM), "session_all": np.zeros(DIM), "speakers": {}}
         self.logs: dict[str, list[dict]] = {"forgotten": [], "merges": []}
         self._undo: list | None = None
@@ -180,7 +182,8 @@ class MemoryBackend:
         """Return the data as the ``session``, ``sums`` and ``items`` of a state; arrays are views."""
         s = self.scalars
         return {
-            "session": {**s, "now": None if not np.isfinite(s["now"]) else float(s["now"])},
+            "session": {**s, "now": None if not np.isfinite(s["now"]) else float(s["now"])}
+            | {"need": s["need"].to_dict()},
             "sums": {**self.sums, "speakers": dict(self.sums["speakers"])},
             "items": self.cols.export(),
         }
@@ -193,6 +196,7 @@ class MemoryBackend:
             "session_has_user": bool(sess["session_has_user"]),
             "next_id": int(sess["next_id"]),
             "now": -np.inf if sess["now"] is None else float(sess["now"]),
+            "need": Need.from_dict(sess["need"]),
         }
         self.sums = {k: np.array(sums[k], np.float64) for k in ("user", "session", "session_all")}
         self.sums["speakers"] = {k: np.array(v, np.float64) for k, v in sums["speakers"].items()}

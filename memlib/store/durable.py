@@ -129,6 +129,7 @@ def _json_number(x):
 
 #: How each session scalar is written to ``meta``.
 _SESSION_JSON = {"current_session": lambda x: x, "session_has_user": bool, "next_id": int, "now": _json_number}
+_SESSION_JSON["need"] = lambda x: x if isinstance(x, dict) else x.to_dict()
 
 
 class StoreFile:
@@ -338,7 +339,8 @@ class StoreFile:
             "settings": {k: meta[k] for k in ("policy", "policy_config", "factor_set", "weights")}
             | {"value_profile": meta["value_profile"], "merge_threshold": meta["merge_threshold"]}
             | {"value": meta.get("value")},  # absent in files written before cue values: the paper's V
-            "session": {k: meta[k] for k in ("current_session", "session_has_user", "next_id", "now")},
+            "session": {k: meta[k] for k in ("current_session", "session_has_user", "next_id", "now")}
+            | {k: meta[k] for k in ("need",) if k in meta},  # absent before need counts
             "sums": {
                 "user": sums["user"],
                 "session": sums["session"],

@@ -66,6 +66,27 @@ def goal_fixed(cols, goal_fix):
         factors[pos, _GOAL] = old
 
 
+def references_since(view, boundary: int):
+    """Return the stream's need with the session that ends now counted, and ended at ``boundary`` (the next id).
+
+    The user turns added since the last consolidation (their ids at or after its boundary) are
+    held against the turns held before them (:func:`memlib.references.count_references`), each
+    turn's session read from ``view.need``'s boundaries. A store's consolidation and its replays
+    (:func:`memlib.store.replay.held_after`) count by this function.
+    """
+    from memlib.references import Need, count_references
+
+    need = view.need or Need()
+    ids = view.ids
+    period = need.period(ids)
+    new = period == len(need.boundaries)
+    ask, old = new & view.user, ~new
+    if ask.any() and old.any():
+        E = view.embeddings
+        return need.counted(*count_references(E[ask], period[ask], E[old], period[old]), boundary)
+    return need.counted(0.0, 0.0, boundary)
+
+
 def drops(view, policy, now: float, budget=None, budget_tokens=None, count_pinned: bool = False):
     """Decide what one consolidation of the items of ``view`` at ``now`` drops: the one rule of forgetting.
 
@@ -122,9 +143,11 @@ def plan(store, data, budget, budget_tokens, now: float, count_pinned: bool) -> 
     goal_fix = goal_plan(data)
     with goal_fixed(cols, goal_fix):
         view = store.view
+        view.need = references_since(view, data.scalars["next_id"])  # the session ends now
         scores, expired, drop, order = drops(view, store.policy, now, budget, budget_tokens, count_pinned)
         values = view.values()
     return {
+        "need": view.need,
         "goal_fix": goal_fix,
         "now": now,
         "scores": scores,
@@ -138,7 +161,7 @@ def plan(store, data, budget, budget_tokens, now: float, count_pinned: bool) -> 
 
 def change(store, cols, p: dict) -> Change:
     """Return the consolidation planned in ``p`` as one change: the goal fix, the log, the drop and the time."""
-    c = Change(scalars={"now": p["now"]}, drop=p["drop"])
+    c = Change(scalars={"now": p["now"], "need": p["need"]}, drop=p["drop"])
     if p["goal_fix"] is not None:
         c.rows.append((p["goal_fix"][0], {GOAL: p["goal_fix"][1]}))
     idx = np.flatnonzero(p["drop"])
@@ -188,6 +211,7 @@ def explain(store, data, i: int, now: float) -> dict:
     goal_fix = goal_plan(data)
     with goal_fixed(cols, goal_fix):
         view = store.view
+        view.need = references_since(view, data.scalars["next_id"])  # as a consolidation now would count
         scores = np.asarray(store.policy.forget_scores(view, now), float)
         values = view.values()
     row = explain_row(store, cols, i, {"goal_fix": goal_fix, "scores": scores, "values": values})

@@ -319,7 +319,8 @@ class MemoryStore(ValueSettings, Persistence):
     @property
     def view(self) -> StoreView:
         """The held items, read-only, with their value: what a policy reads (:class:`~memlib.store.view.StoreView`)."""
-        return StoreView(self._backend.cols, self.value, now=self._backend.scalars["now"])
+        scalars = self._backend.scalars
+        return StoreView(self._backend.cols, self.value, now=scalars["now"], need=scalars["need"])
 
     @property
     @locked

@@ -181,6 +181,7 @@ def write_npz(path, state: dict, forgotten: list, merges: list) -> None:
         "next_id": sess["next_id"],
         "now": sess["now"],
         "session_has_user": sess["session_has_user"],
+        "need": sess["need"],
         "speakers_with_sums": list(sums["speakers"]),
         "forgotten": forgotten,
         "merges": merges,
@@ -277,7 +278,8 @@ def read_npz(path, merge_threshold_default: float | None) -> tuple[dict, list, l
             "merge_threshold": merge_threshold,
             "value": header.get("value"),  # absent before cue values: the paper's V = f @ w
         },
-        "session": {k: header[k] for k in ("current_session", "session_has_user", "next_id", "now")},
+        "session": {k: header[k] for k in ("current_session", "session_has_user", "next_id", "now")}
+        | {k: header[k] for k in ("need",) if k in header},  # absent before need counts
         "sums": {
             "user": arrays["user_sum"],
             "session": arrays["session_sum"],

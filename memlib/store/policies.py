@@ -13,11 +13,11 @@ Ours is named ``value``; ``learned_V``, its old name, still works with a
 >>> make_policy("value", beta=2.0).config()["beta"]
 2.0
 >>> sorted(POLICIES)
-['generative_agents', 'memgpt_fifo', 'memorybank', 'paper', 'rag_unbounded', 'recency', 'value']
+['adaptive', 'generative_agents', 'memgpt_fifo', 'memorybank', 'paper', 'rag_unbounded', 'recency', 'value']
 >>> make_policy("lru")
 Traceback (most recent call last):
 ...
-memlib._checks.ParameterError: unknown policy 'lru'; choose one of: value, paper, generative_agents, ...
+memlib._checks.ParameterError: unknown policy 'lru'; choose one of: value, adaptive, paper, generative_agents, ...
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import numpy as np
 
 from memlib._checks import ParameterError, check_choice, check_positive
 from memlib.forgetting import rule_forget_scores
+from memlib.references import Need, lag_bins
 from memlib.store.baselines import (
     FIFOPolicy,
     GenerativeAgentsPolicy,
@@ -138,6 +139,85 @@ class PaperPolicy(ValuePolicy):
         return {"beta": self.beta}
 
 
+class AdaptivePolicy(ValuePolicy):
+    """The value policy that learns how its user's need changes with age, from the stream itself.
+
+    Forgetting: the item with the lowest ``value_scale * V-bar + log need(age)`` goes first,
+    where ``need`` is the stream's relative reference rate at the item's age (in sessions), from the
+    reference events the store has counted (:mod:`memlib.references`: a user's turn that says
+    again what a held turn of an earlier session said), shrunk toward 1 by ``z`` standard
+    errors. Both terms are log odds of being needed: ``value_scale`` puts the value on that
+    scale. A young stream, or one whose references reach back to every age alike, has a need
+    of 1 at every age, and forgets exactly as dropping the lowest value first does; a stream
+    whose user keeps coming back to last week keeps last week. Retrieval is the value
+    policy's (``sim + value_weight * V-bar + mood_weight * mood``).
+
+    A parameter left at ``None`` takes its measured default (``memlib/defaults.json``, its
+    ``adaptive`` part).
+
+    >>> from memlib.references import Need
+    >>> from memlib.store.view import StoreView
+    >>> from memlib.value import LinearValue
+    >>> F = np.zeros((2, 7)); F[:, 0] = [0.9, 0.5]
+    >>> view = StoreView.of_history(LinearValue(np.eye(7)[0]), time=[0.0, 29.0], embeddings=np.eye(384)[:2],
+    ...     factors=F, cues=np.zeros((2, 11)), valence=np.zeros(2))
+    >>> AdaptivePolicy(value_scale=2.0, z=0.0).forget_scores(view, now=30.0).round(2).tolist()  # no references
+    [-1.8, -1.0]
+    >>> # one item per session; every reference so far reached back one session
+    >>> view.need = Need(np.r_[50.0, np.zeros(7)], np.full(8, 100.0), boundaries=[1, 2])
+    >>> AdaptivePolicy(value_scale=2.0, z=0.0).forget_scores(view, now=30.0).round(2).tolist()  # the old one goes
+    [0.8, -3.01]
+    """
+
+    name = "adaptive"
+    reads_need = True
+
+    def __init__(
+        self,
+        value_scale: float | None = None,
+        z: float | None = None,
+        value_weight: float | None = None,
+        mood_weight: float | None = None,
+    ):
+        from memlib.value import load_defaults
+
+        d = load_defaults() if None in (value_scale, z, value_weight, mood_weight) else {}
+        a = d.get("adaptive", {})
+        super().__init__(
+            beta=1.0,
+            value_weight=d["policy"]["value_weight"] if value_weight is None else value_weight,
+            mood_weight=d["policy"]["mood_weight"] if mood_weight is None else mood_weight,
+            keep_top_value=True,
+        )
+        self.value_scale = check_positive(
+            "value_scale", a.get("value_scale", 4.0) if value_scale is None else value_scale
+        )
+        self.z = check_positive("z", a.get("z", 2.0) if z is None else z, allow_zero=True)
+
+    @property
+    def static_order(self) -> bool:
+        """The need over age moves with the stream: no order holds once and for all."""
+        return False
+
+    def need(self, view, now: float) -> np.ndarray:
+        """Return the relative need of each item at its age (1 where the stream says nothing significant)."""
+        need = view.need or Need()
+        return need.relative_need(self.z)[lag_bins(need.lag_at_next(view.ids))]
+
+    def forget_scores(self, view, now):
+        """Return minus ``value_scale * V-bar + log need(age)``: the least needed item goes first."""
+        return -(self.value_scale * view.normalised_values() + np.log(self.need(view, now)))
+
+    def config(self):
+        """Return the keyword arguments that rebuild this policy."""
+        return {
+            "value_scale": self.value_scale,
+            "z": self.z,
+            "value_weight": self.value_weight,
+            "mood_weight": self.mood_weight,
+        }
+
+
 #: Old policy names, each with the name it is now: they still work, with a :class:`DeprecationWarning`.
 RENAMED = {"learned_V": ValuePolicy.name}
 
@@ -170,6 +250,7 @@ POLICIES: dict[str, type[Policy]] = _Registry(
     (cls.name, cls)
     for cls in (
         ValuePolicy,
+        AdaptivePolicy,
         PaperPolicy,
         GenerativeAgentsPolicy,
         MemoryBankPolicy,

@@ -57,6 +57,9 @@ class Policy:
         clock, its usage or the other items held (dropping the lowest value first, or the
         oldest). A replay may then order the turns once instead of at every consolidation
         (:func:`memlib.store.replay.held_after`); the items kept are the same.
+    reads_need : bool
+        ``True`` declares that the forget scores read ``view.need``, the stream's reference
+        counts (:mod:`memlib.references`); a replay then keeps them as the store would.
     item_state : dict
         The per-item state this policy keeps in the store: name (lower-case letters,
         digits and ``_``) -> the value a new item starts with. Default: none.
@@ -65,6 +68,7 @@ class Policy:
     name = "policy"
     bounded = True
     static_order = False
+    reads_need = False
     item_state: dict[str, float] = {}
 
     def forget_scores(self, view, now: float) -> np.ndarray:

@@ -44,7 +44,8 @@ import numpy as np
 
 from memlib._checks import ParameterError, check_int
 from memlib.forgetting import forget_order
-from memlib.store.forget import drops
+from memlib.references import Need
+from memlib.store.forget import drops, references_since
 
 
 def replay_history(store, turns, budget: int | None = None, now_key: str = "time") -> int:
@@ -147,16 +148,19 @@ def held_after(view, policy, sessions, cuts) -> Replayed:
             raise ParameterError(f"a cut of the history must end a session, got {n} turns")
     if _orders_once(view, policy):
         return _held_by_one_order(view, policy, ends, cuts)
-    time = view.time
+    time, ids = view.time, view.ids
     held_sets, peak = [], 0
     for n, budget in cuts:
-        held, start = np.zeros(0, np.int64), 0
+        held, start, need = np.zeros(0, np.int64), 0, Need()
         for end in ends[ends <= n]:
             held = np.concatenate([held, np.arange(start, end)])
+            now = float(time[end - 1])
+            session = view.take(held, now, need=need)
+            if policy.reads_need:  # the references of this session's user turns, counted as the store counts them
+                session.need = need = references_since(session, int(ids[end - 1]) + 1)
             start = int(end)
             peak = max(peak, len(held))
-            now = float(time[end - 1])
-            held = held[~drops(view.take(held, now), policy, now, budget)[2]]
+            held = held[~drops(session, policy, now, budget)[2]]
         held_sets.append(held)
     return Replayed(held_sets, peak)
 

@@ -39,6 +39,7 @@ import numpy as np
 
 from memlib import FACTORS
 from memlib._checks import ParameterError
+from memlib.references import Need
 
 #: Dimension of the embeddings a store holds.
 DIM = 384
@@ -193,7 +194,21 @@ def check_session(path, s: dict) -> dict:
     if next_id < 0:
         fail(path, f"next_id must be >= 0, got {next_id}")
     now = _number(path, "now", s.get("now"), allow_none=True)
-    return {"current_session": cur, "session_has_user": s["session_has_user"], "next_id": next_id, "now": now}
+    # the stream's reference counts (memlib.references); a store saved before them starts with none
+    need = Need() if s.get("need") is None else _need(path, s["need"])
+    if need.boundaries and need.boundaries[-1] > next_id:
+        fail(path, f"need: a session boundary ({need.boundaries[-1]}) is past next_id ({next_id})")
+    out = {"current_session": cur, "session_has_user": s["session_has_user"], "next_id": next_id, "now": now}
+    return out | {"need": need.to_dict()}
+
+
+def _need(path, d) -> Need:
+    if not isinstance(d, dict):
+        fail(path, f"need must be a mapping, got {short_repr(d)}")
+    try:
+        return Need.from_dict(d)
+    except ParameterError as exc:
+        fail(path, str(exc))
 
 
 def check_sums(path, s: dict) -> dict:

@@ -78,15 +78,19 @@ class StoreView:
         The positions of ``source`` this view shows, in order (default: all).
     now : float, optional
         The clock of the view, in days: a store's latest time, or what :meth:`take` sets.
+    need : memlib.references.NeedCounts, optional
+        The stream's reference counts so far (:mod:`memlib.references`): what a policy that
+        adapts to its user reads (:class:`~memlib.store.policies.AdaptivePolicy`).
     values : ndarray, optional
         The value of every item of ``source``, when it is fixed (a batch history): computed
         once, read by every view taken from it.
     """
 
-    __slots__ = ("_source", "_index", "_values", "value", "now")
+    __slots__ = ("_source", "_index", "_values", "value", "now", "need")
 
-    def __init__(self, source, value, index=None, now: float | None = None, values=None):
+    def __init__(self, source, value, index=None, now: float | None = None, values=None, need=None):
         self._source, self.value, self._index, self.now, self._values = source, value, index, now, values
+        self.need = need
 
     @classmethod
     def of_history(
@@ -133,14 +137,16 @@ class StoreView:
     def __len__(self) -> int:
         return self._source.n if self._index is None else len(self._index)
 
-    def take(self, keep, now: float | None = None) -> StoreView:
+    def take(self, keep, now: float | None = None, need=None) -> StoreView:
         """Return the view of the items at positions ``keep`` of this view (in order), its clock at ``now``.
 
-        Nothing is copied until an array is read.
+        ``need`` replaces the stream's reference counts (a replay keeps its own). Nothing is
+        copied until an array is read.
         """
         keep = np.asarray(keep, dtype=np.int64)
         index = keep if self._index is None else self._index[keep]
-        return StoreView(self._source, self.value, index, self.now if now is None else float(now), self._values)
+        now = self.now if now is None else float(now)
+        return StoreView(self._source, self.value, index, now, self._values, self.need if need is None else need)
 
     @property
     def positions(self) -> np.ndarray:
@@ -170,6 +176,11 @@ class StoreView:
         if "cues" in getattr(self._source, "data", {}):
             return self._read("cues")
         return join_store_cues(self._read("static_cues"), self._read("factors"))
+
+    @property
+    def user(self) -> np.ndarray:
+        """Whether each item is a user's turn (the store cue ``is_user``)."""
+        return self.cues[:, STORE_CUES.index("is_user")] > 0.5
 
     @property
     def state_names(self) -> list[str]:
