@@ -72,12 +72,12 @@ def _notebook_folder(out_dir) -> Path:
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise ParameterError(f"{out_dir}: is a file, not a folder: notebooks are written into a folder")
+    if file_in_the_way(out_dir) is not None:
+        raise ParameterError(f"{out_dir}: cannot make this folder: a parent of it is a file")
     try:
         return make_folder(out_dir)
-    except OSError as exc:
-        if file_in_the_way(out_dir) is not None:
-            raise ParameterError(f"{out_dir}: cannot make this folder: a parent of it is a file") from None
-        raise ParameterError(f"{out_dir}: cannot make this folder ({exc.strerror})") from None
+    except OSError as exc:  # e.g. /proc/nb
+        raise ParameterError(f"{out_dir}: {exc.strerror}") from None
 
 
 def execute(md_path, out_path, parameters: dict | None = None, progress: bool = False):
