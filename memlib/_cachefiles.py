@@ -1,8 +1,9 @@
 """Cache files: where memlib keeps them, and how it writes and reads them safely.
 
 Every cache (embeddings, parsed datasets, factor tables, study results) lives under
-:func:`cache_root` and is written atomically (:func:`atomic_savez`, or the compressed
-writer of :mod:`memlib.studies._cache`: a temporary file, flushed, then renamed), so a
+:func:`cache_root` and is written by memlib's one safe writer (:func:`atomic_savez`, or
+the compressed writer of :mod:`memlib.studies._cache`, both through
+:func:`memlib._safewrite.write_file`: a temporary file, flushed, then renamed), so a
 reader sees a whole file or none. A damaged file is set aside
 (:func:`set_aside`) and recomputed; a folder that cannot be written is reported once
 (:func:`cache_folder_ok`) and the work goes on uncached. This module sits below
@@ -11,6 +12,7 @@ reader sees a whole file or none. A damaged file is set aside
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import tempfile
@@ -21,16 +23,30 @@ from pathlib import Path
 
 import numpy as np
 
+from memlib._safewrite import write_file
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
+#: The longest part of a cache file's name that comes from a dataset's name: a longer name is cut and
+#: keeps a hash of the whole, so a legal 245-character data file name still makes a legal cache file name.
+SAFE_NAME_MAX = 80
+
+
 def safe_name(name) -> str:
-    """Return ``name`` made safe for a cache file name (no folders, no dots leading out of the cache root).
+    """Return ``name`` made safe for a cache file name (no folders, no dots leading out of the cache root, short).
 
     >>> safe_name("../../x y.json")
     '_.._x_y.json'
+    >>> long = safe_name("a" * 245 + ".jsonl")
+    >>> len(long), long[:4], long[-13:] == "-" + long[-12:]
+    (80, 'aaaa', True)
     """
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name)).lstrip(".") or "dataset"
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name)).lstrip(".") or "dataset"
+    if len(safe) > SAFE_NAME_MAX:
+        digest = hashlib.sha256(str(name).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+        safe = f"{safe[: SAFE_NAME_MAX - 13]}-{digest}"
+    return safe
 
 
 def cache_root() -> Path:
@@ -51,25 +67,12 @@ def cache_root() -> Path:
 
 
 def atomic_savez(path, **arrays) -> None:
-    """Write an ``.npz`` file atomically and durably.
+    """Write an ``.npz`` file atomically and durably, private to its owner: :func:`memlib._safewrite.write_file`.
 
-    The data go to a temporary file in the same folder, are flushed to disk
-    (``fsync``), and the file is renamed into place; the folder is synced too.
-    So after a crash or a power cut the file is either whole or absent.
+    So after a crash or a power cut the file is either whole or absent, and a target that
+    is not a regular file (a folder, a device, a symbolic link) is refused, naming it.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    write_file(path, lambda f: np.savez(f, **arrays))
 
 
 class CacheWarning(UserWarning):
@@ -83,8 +86,8 @@ CORRUPT_ERRORS = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, z
 _REPORTED: set = set()
 
 
-def read_npz(path, names) -> dict:
-    """Read the arrays ``names`` of an ``.npz`` file, whole and without pickle.
+def read_npz(path, names=None) -> dict:
+    """Read the arrays ``names`` (all, by default) of an ``.npz`` file, whole and without pickle.
 
     A damaged file raises one of :data:`CORRUPT_ERRORS`; the file is closed either way.
     """
@@ -93,7 +96,7 @@ def read_npz(path, names) -> dict:
             raise ValueError("not an .npz archive")
         f.seek(0)
         with np.load(f, allow_pickle=False) as z:
-            return {name: z[name] for name in names}
+            return {name: z[name] for name in (z.files if names is None else names)}
 
 
 def cache_folder_ok(folder) -> bool:
@@ -144,16 +147,3 @@ def set_aside(path, exc: BaseException) -> None:
         CacheWarning,
         stacklevel=3,
     )
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # e.g. Windows cannot open a folder
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -21,6 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from memlib._safewrite import check_target, file_in_the_way, make_folder, write_file
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIR = ROOT / "notebooks"
 
@@ -46,37 +48,51 @@ def to_notebook(md_path, parameters: dict | None = None):
 
 
 def prepare(out_dir, parameters: dict | None = None, paths=None) -> list[Path]:
-    """Write every notebook as ``.ipynb`` into ``out_dir`` with ``parameters`` injected."""
+    """Write every notebook as ``.ipynb`` into ``out_dir`` with ``parameters`` injected.
+
+    The folder and every target are checked before the first notebook is written
+    (:func:`memlib._safewrite.check_target`); each is written by memlib's safe writer.
+    A folder that cannot be made is one :class:`~memlib._checks.ParameterError`.
+    """
     import nbformat
 
+    out_dir = _notebook_folder(out_dir)
+    targets = [(md, check_target(out_dir / (Path(md).stem + ".ipynb"))) for md in paths or notebook_paths()]
+    for md, target in targets:
+        write_file(target, nbformat.writes(to_notebook(md, parameters)), mode=0o644)
+    return [target for _, target in targets]
+
+
+def _notebook_folder(out_dir) -> Path:
+    """``out_dir``, made if it is missing; a :class:`~memlib._checks.ParameterError` in one line if it cannot be."""
     from memlib._checks import ParameterError
 
+    if str(out_dir).strip() == "":
+        raise ParameterError("the notebook folder is empty: name a folder to write the notebooks into")
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise ParameterError(f"{out_dir}: is a file, not a folder: notebooks are written into a folder")
+    if file_in_the_way(out_dir) is not None:
+        raise ParameterError(f"{out_dir}: cannot make this folder: a parent of it is a file")
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):  # a parent is a file
-        raise ParameterError(f"{out_dir}: cannot make this folder: a parent of it is a file") from None
-    written = []
-    for md in paths or notebook_paths():
-        target = out_dir / (Path(md).stem + ".ipynb")
-        nbformat.write(to_notebook(md, parameters), target)
-        written.append(target)
-    return written
+        return make_folder(out_dir)
+    except OSError as exc:  # e.g. /proc/nb
+        raise ParameterError(f"{out_dir}: {exc.strerror}") from None
 
 
 def execute(md_path, out_path, parameters: dict | None = None, progress: bool = False):
-    """Execute one notebook with papermill and write the executed ``.ipynb``."""
+    """Execute one notebook with papermill and write the executed ``.ipynb``.
+
+    ``out_path`` and the input copy beside it are checked first
+    (:func:`memlib._safewrite.check_target`): regular files or absent.
+    """
+    import nbformat
     import papermill as pm
 
     nb = to_notebook(md_path)
-    out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp_in = out_path.with_suffix(".input.ipynb")
-    import nbformat
-
-    nbformat.write(nb, tmp_in)
+    out_path = check_target(out_path)
+    tmp_in = check_target(out_path.with_suffix(".input.ipynb"))
+    write_file(tmp_in, nbformat.writes(nb), mode=0o644)
     try:
         return pm.execute_notebook(
             str(tmp_in),
@@ -153,12 +169,13 @@ def stage_quick(source, staged) -> Path:
             raise ParameterError(f"{staged}: exists and was not staged by memlib; move it away to build the quick book")
         shutil.rmtree(staged)
     (staged / "notebooks").mkdir(parents=True)
-    marker.write_text("the quick-mode copy of the book that memlib book build --quick builds; safe to delete\n")
+    write_file(marker, "the quick-mode copy of the book that memlib book build --quick builds; safe to delete\n", 0o644)
     for name in ("_config.yml", "_toc.yml"):
         shutil.copy2(source / name, staged / name)
     shutil.copytree(source / "book", staged / "book")
     for md in notebook_paths(source / "notebooks"):
-        nbformat.write(to_notebook(md, {"quick": True}), staged / "notebooks" / (md.stem + ".ipynb"))
+        notebook = nbformat.writes(to_notebook(md, {"quick": True}))
+        write_file(staged / "notebooks" / (md.stem + ".ipynb"), notebook, mode=0o644)
     return staged
 
 
@@ -222,7 +239,7 @@ def literal_roles(html_dir) -> list[str]:
     """
     html_dir = Path(html_dir)
     bad = []
-    for page in sorted(html_dir.rglob("*.html")):
+    for page in pages(html_dir, ("*.html",)):
         text = page.read_text(encoding="utf-8", errors="replace")
         found = list(_LITERAL_ROLE.finditer(text))
         if found:
@@ -255,10 +272,23 @@ def check_html(html_dir) -> list[str]:
 remote_scripts = check_html
 
 
+def pages(html_dir, globs) -> list[Path]:
+    """Return the files under ``html_dir`` whose names match one of ``globs``, sorted (folders are not pages).
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> (d / "x.html").mkdir()
+    >>> _ = (d / "a.html").write_text("<p>a</p>")
+    >>> [p.name for p in pages(d, ("*.html",))]
+    ['a.html']
+    """
+    return sorted(p for g in globs for p in Path(html_dir).rglob(g) if p.is_file())
+
+
 def _matches(html_dir, pattern, globs, skip=None) -> list[str]:
     html_dir = Path(html_dir)
     bad = []
-    for page in sorted(p for g in globs for p in html_dir.rglob(g)):
+    for page in pages(html_dir, globs):
         text = page.read_text(encoding="utf-8", errors="replace")
         for m in pattern.finditer(text):
             tag = text[m.start() : text.find(">", m.start()) + 1 or m.start() + 160]
@@ -336,7 +366,7 @@ def _write_math_css(app, exc) -> None:
     if exc is None and app.builder.format == "html":
         static = Path(app.outdir) / "_static"
         static.mkdir(parents=True, exist_ok=True)
-        (static / "memlib-math.css").write_text(MATH_CSS)
+        write_file(static / "memlib-math.css", MATH_CSS, mode=0o644)
 
 
 def setup(app):
@@ -395,6 +425,9 @@ def sweep(md_path, grid: dict, out_dir="results/sweeps", progress: bool = True):
     Each run is written to ``out_dir/<notebook>/<hash of parameters>.ipynb``; the
     combined table (one row per result record, with the run's parameters as
     columns) goes to ``out_dir/<notebook>/results.csv``. Returns ``(table, path)``.
+    The folder and every file it writes are checked before the first run: a folder
+    that cannot be made, or a target that is not a regular file, is an :class:`OSError`
+    naming it.
     """
     import hashlib
     import itertools
@@ -430,10 +463,14 @@ def sweep(md_path, grid: dict, out_dir="results/sweeps", progress: bool = True):
             check_parameter_type(md_path.name, name, value, declared[name])
     names = list(grid)
     combos = [dict(zip(names, vals)) for vals in itertools.product(*(grid[n] for n in names))] or [{}]
-    folder = Path(out_dir) / md_path.stem
+    folder = make_folder(Path(out_dir) / md_path.stem)  # and every target checked, before any run
+    path = check_target(folder / "results.csv")
+    runs = [hashlib.sha1(json.dumps(p, sort_keys=True, default=str).encode()).hexdigest()[:10] for p in combos]
+    for run in runs:
+        check_target(folder / f"{run}.ipynb")
+        check_target(folder / f"{run}.input.ipynb")
     frames = []
-    for params in tqdm(combos, desc=f"sweep {md_path.stem}", disable=not progress):
-        run = hashlib.sha1(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:10]
+    for params, run in tqdm(list(zip(combos, runs)), desc=f"sweep {md_path.stem}", disable=not progress):
         try:
             done = execute(md_path, folder / f"{run}.ipynb", parameters=params)
         except PapermillExecutionError as exc:  # one line: the run, and the cell's own error
@@ -448,10 +485,7 @@ def sweep(md_path, grid: dict, out_dir="results/sweeps", progress: bool = True):
             raise ParameterError(f"{md_path.name} published no results table (see memlib.book.emit_results)")
         frames.append(pd.DataFrame(records).assign(run=run, **{f"param_{k}": v for k, v in params.items()}))
     table = pd.concat(frames, ignore_index=True)
-    path = folder / "results.csv"
-    tmp = path.with_suffix(".csv.tmp")
-    table.to_csv(tmp, index=False)
-    tmp.replace(path)
+    write_file(path, table.to_csv(index=False), mode=0o644)
     return table, path
 
 

@@ -13,12 +13,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 
 import pandas as pd
 
 from memlib._checks import ParameterError, check_fraction, check_int
+from memlib._safewrite import check_target, make_folder, write_file
 from memlib.datasets import DatasetError
 from memlib.studies import STUDIES, DataSpec
 from memlib.studies._common import check_n_splits
@@ -90,9 +92,6 @@ def _run_study(args) -> pd.DataFrame:
 
 def _defaults(args) -> int:
     """Measure the defaults (held out), choose them on all histories, print and optionally write them."""
-    import os
-    import tempfile
-
     from memlib.studies import defaults
     from memlib.studies.corpora import load_corpus
     from memlib.value import DEFAULTS_PATH
@@ -104,6 +103,7 @@ def _defaults(args) -> int:
             raise ParameterError(f"a quick or sampled run does not replace {DEFAULTS_PATH}; pass --write PATH")
         if not path.parent.is_dir():
             raise ParameterError(f"--write {path}: no folder {path.parent}")
+        check_target(path)
     data = DataSpec(quick=args.quick, sample=args.sample)
     hs = [load_corpus(dataclasses.replace(data, dataset=d)) for d in defaults.DATASETS]
     measured = defaults.defaults_study_on(hs, quick=args.quick)
@@ -114,11 +114,7 @@ def _defaults(args) -> int:
         print(measured.headline.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
         print(json.dumps(chosen["policy"]), chosen["value_model"])
     if path is not None:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:  # written whole, then moved into place
-            fh.write(json.dumps(chosen, indent=1) + "\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        write_file(path, json.dumps(chosen, indent=1) + "\n", mode=0o644)
         print(f"wrote {path}", file=sys.stderr)
     return 0
 
@@ -284,85 +280,118 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    """Run the command ``argv`` names and return its exit status (2 on a parameter or dataset error)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Run the command ``argv`` names and return its exit status.
+
+    2 on a parameter or dataset error, or a file or folder memlib cannot write (one line
+    ``memlib: error: ...``); 141 (as a program killed by SIGPIPE) when the reader of its
+    output goes away (``... --json | head``), with nothing printed.
+    """
+    args = build_parser().parse_args(argv)
     try:
-        if args.command == "annotate":
-            return _annotate(args)
-        if args.command == "sweep":
-            from memlib import book
-
-            grid = {}
-            for item in args.parameter:
-                if len(item) < 2:
-                    raise ParameterError(f"-p {item[0]} needs at least one value")
-                grid[item[0]] = [book.parse_value(v) for v in item[1:]]
-            notebook = args.notebook
-            if notebook in STUDIES:
-                notebook = book.NOTEBOOK_DIR / STUDIES[notebook].notebook
-            table, path = book.sweep(notebook, grid, args.out)
-            print(f"{len(table)} rows from {table['run'].nunique() if len(table) else 0} runs -> {path}")
-            return 0
-        if args.command == "notebooks":
-            from memlib import book
-
-            for path in book.prepare(args.out_dir, {"quick": True} if args.quick else None):
-                print(path)
-            return 0
-        if args.command == "book":
-            from memlib import book
-
-            if args.action == "build":
-                return book.build_book(quick=args.quick)
-            bad = book.check_html(args.html_dir)
-            for line in bad:  # each line names its page and its fault
-                print(line, file=sys.stderr)
-            if not any(Path(args.html_dir).rglob("*.html")):
-                print(f"memlib: error: no HTML pages under {args.html_dir}", file=sys.stderr)
-                return 2
-            return 1 if bad else 0
-        if args.command == "defaults":
-            return _defaults(args)
-        if args.command == "studies":
-            return _run_main_job(args)
-        if args.command == "study" and args.list:
-            print("\n".join(STUDIES))
-            return 0
-        if args.command == "study":
-            if args.study is None:
-                raise ParameterError(f"name a study (one of: {', '.join(STUDIES)}) or pass --list")
-            table = _run_study(args)
-            if args.json:
-                print(_table_to_json(table))
-            else:
-                with pd.option_context("display.width", 120, "display.max_columns", 20):
-                    print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+        code = _command(args)
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader left: say nothing more, and let nothing flush into the closed pipe
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except (ParameterError, DatasetError) as exc:
         print(f"memlib: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a file or folder memlib cannot write or read: one line naming it
+        where = f"{exc.filename}: " if exc.filename is not None else ""
+        print(f"memlib: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
+    return code
+
+
+def _command(args) -> int:
+    """Run the parsed command ``args``; return its exit status."""
+    if args.command == "study":
+        return _study(args)
+    commands = {
+        "annotate": _annotate,
+        "sweep": _sweep,
+        "notebooks": _notebooks,
+        "book": _book,
+        "defaults": _defaults,
+        "studies": _run_main_job,
+    }
+    return commands[args.command](args)
+
+
+def _study(args) -> int:
+    if args.list:
+        print("\n".join(STUDIES))
+        return 0
+    if args.study is None:
+        raise ParameterError(f"name a study (one of: {', '.join(STUDIES)}) or pass --list")
+    table = _run_study(args)
+    if args.json:
+        print(_table_to_json(table))
+    else:
+        with pd.option_context("display.width", 120, "display.max_columns", 20):
+            print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     return 0
+
+
+def _sweep(args) -> int:
+    from memlib import book
+
+    grid = {}
+    for item in args.parameter:
+        if len(item) < 2:
+            raise ParameterError(f"-p {item[0]} needs at least one value")
+        grid[item[0]] = [book.parse_value(v) for v in item[1:]]
+    notebook = args.notebook
+    if notebook in STUDIES:
+        notebook = book.NOTEBOOK_DIR / STUDIES[notebook].notebook
+    table, path = book.sweep(notebook, grid, args.out)
+    print(f"{len(table)} rows from {table['run'].nunique() if len(table) else 0} runs -> {path}")
+    return 0
+
+
+def _notebooks(args) -> int:
+    from memlib import book
+
+    for path in book.prepare(args.out_dir, {"quick": True} if args.quick else None):
+        print(path)
+    return 0
+
+
+def _book(args) -> int:
+    from memlib import book
+
+    if args.action == "build":
+        return book.build_book(quick=args.quick)
+    bad = book.check_html(args.html_dir)
+    for line in bad:  # each line names its page and its fault
+        print(line, file=sys.stderr)
+    if not book.pages(args.html_dir, ("*.html",)):
+        print(f"memlib: error: no HTML pages under {args.html_dir}", file=sys.stderr)
+        return 2
+    return 1 if bad else 0
 
 
 def _run_main_job(args) -> int:
     """Run :func:`memlib.studies.main_job` stage by stage, ``--jobs`` runs at a time, each in its own process.
 
-    Each run prints its table as JSON into ``<out>/<name>.json`` (written to a
-    temporary file and renamed, so a failed run leaves no table behind) and a
-    line ``study <name>: <seconds> s``. The first failure stops the job after the
+    Each run prints its table as JSON into ``<out>/<name>.json`` (by memlib's safe
+    writer, once the run has succeeded, so a failed run leaves no table behind) and a
+    line ``study <name>: <seconds> s``. The folder and every table's target are
+    checked before the first run. The first failure stops the job after the
     runs in flight end, with its error output and status.
     """
-    import os
     import subprocess
-    import tempfile
     import time
     from concurrent.futures import ThreadPoolExecutor
 
     from memlib.studies import main_job
 
     jobs = check_int("jobs", args.jobs, minimum=1)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = make_folder(args.out)
+    stages = main_job(paper=args.paper)
+    for stage in stages:
+        for name, _, _ in stage:
+            check_target(out / f"{name}.json")
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
     def environment(width: int) -> dict:
@@ -377,22 +406,17 @@ def _run_main_job(args) -> int:
     def run(item):  # reads ``env``, set for each stage below
         name, study, options = item
         t0 = time.perf_counter()
-        fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{name}.", suffix=".json.tmp")
-        with os.fdopen(fd, "w") as f:
-            done = subprocess.run(
-                [sys.executable, "-m", "memlib", "study", study, *options, "--json"],
-                stdout=f,
-                stderr=subprocess.PIPE,
-                text=True,
-                env=env,
-            )
-        if done.returncode:
-            os.unlink(tmp)
-            return name, done.returncode, done.stderr, time.perf_counter() - t0
-        os.replace(tmp, out / f"{name}.json")
-        return name, 0, done.stderr, time.perf_counter() - t0
+        done = subprocess.run(
+            [sys.executable, "-m", "memlib", "study", study, *options, "--json"],
+            capture_output=True,
+            env=env,
+        )
+        err = done.stderr.decode("utf-8", "replace")
+        if not done.returncode:
+            write_file(out / f"{name}.json", done.stdout, mode=0o644)
+        return name, done.returncode, err, time.perf_counter() - t0
 
-    for stage in main_job(paper=args.paper):
+    for stage in stages:
         env = environment(min(jobs, len(stage)))
         failed = None
         with ThreadPoolExecutor(max_workers=jobs) as pool:

@@ -44,6 +44,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 import warnings
 from pathlib import Path
@@ -53,11 +54,12 @@ import numpy as np
 # ``x as x``: re-exported, so that old callers of memlib.embeddings.atomic_savez etc. keep working
 from memlib._cachefiles import CORRUPT_ERRORS as CORRUPT_ERRORS
 from memlib._cachefiles import CacheWarning as CacheWarning
-from memlib._cachefiles import _fsync_dir, cache_folder_ok, cache_root, set_aside
 from memlib._cachefiles import atomic_savez as atomic_savez
+from memlib._cachefiles import cache_folder_ok, cache_root, set_aside
 from memlib._cachefiles import read_npz as read_npz
 from memlib._cachefiles import report_unwritable as report_unwritable
 from memlib._checks import check_int
+from memlib._safewrite import write_file
 from memlib._text import CUT_CHARS_PER_PIECE, clean_text, cut_to_word_pieces
 from memlib.embedding_cache import (  # noqa: F401 - re-exported: memlib.embeddings.EmbeddingCache etc.
     DIM,
@@ -328,11 +330,8 @@ def onnx_int8_model(folder=None) -> Path:
                 dynamo=False,
             )
         quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8, per_channel=True)
-        os.chmod(int8, 0o600)  # private, as every other cache file (mkstemp's mode)
-        with open(int8, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(int8, path)
-        _fsync_dir(folder)
+        with open(int8, "rb") as model:  # private (0600) and whole, as every other cache file
+            write_file(path, lambda f: shutil.copyfileobj(model, f))
     return path
 
 

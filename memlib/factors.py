@@ -144,7 +144,8 @@ def content_keys(cases: pd.DataFrame) -> list:
 #: The source files of memlib/ whose code changes a factor table; the cache key (:func:`fingerprint`)
 #: hashes them, so an edit to any of them invalidates the cached tables (``datasets``: that package;
 #: ``__init__.py`` holds the column order, :data:`memlib.FACTORS`). Every module this one loads is
-#: here but ``_checks.py`` (error messages) and ``_cachefiles.py`` (cache paths).
+#: here but ``_checks.py`` (error messages), ``_cachefiles.py`` (cache paths) and ``_safewrite.py``
+#: (how a file is written, not what it holds).
 SOURCE_FILES = (
     "__init__.py",
     "factors.py",

@@ -203,6 +203,10 @@ def consolidation_drops(
     [1, 2]
     >>> consolidation_drops([3.0, 2.0, 1.0], budget=1, pinned=[True, False, False], count_pinned=True)[1].tolist()
     [1, 2]
+    >>> consolidation_drops([1.0, float("nan"), 2.0], budget=1)
+    Traceback (most recent call last):
+    ...
+    memlib._checks.ParameterError: scores must be numbers: item 1 has a NaN forget score (1 in all)
     """
     s = np.asarray(scores, dtype=float)
     if s.ndim != 1:
@@ -212,6 +216,9 @@ def consolidation_drops(
     if np.shape(eligible) != s.shape:
         raise ParameterError(f"scores must have one value per item, got {n} for {np.size(eligible)} items")
     cand, excess, over_tokens, held, tok = _budget_excess(eligible, budget, tokens, budget_tokens, pinned, count_pinned)
+    nan = cand[np.isnan(s[cand])]
+    if len(nan):  # a NaN sorts nowhere: the item would never be forgotten
+        raise ParameterError(f"scores must be numbers: item {int(nan[0])} has a NaN forget score ({len(nan)} in all)")
     drop = np.zeros(n, bool)
     if excess <= 0 and not over_tokens:
         return drop, cand[:0]

@@ -14,6 +14,7 @@ LAYERS = [
         "memlib._checks",
         "memlib._text",
         "memlib._cachefiles",
+        "memlib._safewrite",
         "memlib.cases",
         "memlib.paper",
         "memlib.rule_emotion",

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from memlib._cachefiles import CacheWarning
 from memlib.learning import LearnResult
 from memlib.studies import STUDIES, DataSpec, Study, _cache
 
@@ -17,6 +18,9 @@ from memlib.studies import STUDIES, DataSpec, Study, _cache
 class Result:
     table: pd.DataFrame
     extra: dict = field(default_factory=dict)
+
+
+_cache.register(Result)  # a test's result type joins the cache's allow-list as memlib's own do
 
 
 def rich_result():
@@ -57,10 +61,10 @@ def test_encode_decode_round_trips_exactly(tmp_path):
 
 def test_a_study_folder_keeps_the_latest_results_only(tmp_path):
     for i in range(_cache.MAX_ENTRIES + 3):
-        _cache.save(tmp_path / f"{i:02d}.npz", Result(pd.DataFrame({"i": [i]})))
-        os.utime(tmp_path / f"{i:02d}.npz", ns=(i, i))
+        _cache.save(tmp_path / f"{i:032x}.npz", Result(pd.DataFrame({"i": [i]})))
+        os.utime(tmp_path / f"{i:032x}.npz", ns=(i, i))
     _cache.prune(tmp_path)
-    assert sorted(p.stem for p in tmp_path.glob("*.npz")) == [f"{i:02d}" for i in range(3, _cache.MAX_ENTRIES + 3)]
+    assert sorted(p.stem for p in tmp_path.glob("*.npz")) == [f"{i:032x}" for i in range(3, _cache.MAX_ENTRIES + 3)]
 
 
 def test_same_tells_results_apart():
@@ -130,7 +134,7 @@ def test_parameters_code_and_data_each_invalidate(counted, monkeypatch):
     study.run(str(data), seed=1)  # parameters
     assert len(calls) == 2
     with monkeypatch.context() as m:
-        m.setattr(_cache, "code_version", lambda: "another version of memlib")  # code
+        m.setattr(_cache, "code_version", lambda module: "another version of memlib")  # code
         study.run(str(data))
     assert len(calls) == 3
     data.write_text("one\ntwo\n")  # data
@@ -150,7 +154,7 @@ def test_a_damaged_cache_file_is_recomputed_with_a_warning(counted, tmp_path):
     study.run(str(data))
     (path,) = (tmp_path / "cache" / "results" / "toy").glob("*.npz")
     path.write_bytes(b"not an npz")
-    with pytest.warns(UserWarning, match="unreadable cached result"):
+    with pytest.warns(CacheWarning, match="unreadable cache file .*; moved to .*corrupt"):
         study.run(str(data))
     assert len(calls) == 2
     with warnings.catch_warnings():

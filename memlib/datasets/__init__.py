@@ -57,7 +57,7 @@ import types
 from memlib.datasets import jsonl, loading, locomo, longmemeval, normalised, parsecache, reading, realmem, resolver
 from memlib.datasets.jsonl import load_jsonl
 from memlib.datasets.loading import _LOADED as _LOADED
-from memlib.datasets.loading import load
+from memlib.datasets.loading import dataset_files, load
 from memlib.datasets.locomo import load_locomo, normalise_locomo_evidence
 from memlib.datasets.longmemeval import LONGMEMEVAL_FIELDS, load_longmemeval
 from memlib.datasets.longmemeval import _lme_date as _lme_date
@@ -93,6 +93,7 @@ __all__ = [
     "Dataset",
     "DatasetError",
     "DatasetWarning",
+    "dataset_files",
     "file_sha256",
     "load",
     "load_jsonl",

@@ -20,40 +20,55 @@ from memlib.datasets.realmem import _REALMEM_NAME, _realmem_files, load_realmem,
 from memlib.datasets.resolver import DATASETS, resolve_dataset
 
 
+def dataset_files(dataset) -> list[Path]:
+    """Return the data files a dataset name or path reads: what :func:`load` parses, and what keys its caches.
+
+    A name of :data:`DATASETS` is its resolved file (``realmem``: the ten persona files); a folder,
+    the RealMem persona files in it; a file, itself.
+    """
+    if dataset == "realmem":
+        return resolve_realmem()
+    if isinstance(dataset, str) and dataset in DATASETS:
+        return [resolve_dataset(dataset)]
+    path = Path(dataset)
+    if path.is_dir():  # a folder of RealMem persona files
+        return _realmem_files(path)
+    if not path.is_file():
+        raise ParameterError(f"unknown dataset {str(dataset)!r}: not one of {', '.join(DATASETS)} and not a file")
+    return [path]
+
+
 def load(dataset) -> Dataset:
     """Load a dataset by name (:data:`DATASETS`) or by path.
 
     A path ending in ``.jsonl`` (or ``.jsonl.gz``) is read by :func:`load_jsonl`,
     ``locomo10.json`` by :func:`load_locomo`, and any other ``.json`` (or
-    ``.json.gz``) as LongMemEval's schema. ``Dataset.source`` names the file read.
+    ``.json.gz``) as LongMemEval's schema; a folder as RealMem persona files
+    (:func:`dataset_files`). ``Dataset.source`` names the file read.
     The same file is parsed once per process while it is unchanged (the result is
     shared: treat it as read-only; ``with_cases``, ``limit`` and ``sample`` copy),
     and across processes its parse is read back from the parsed-dataset cache
     (:func:`_parsed`; ``MEMLIB_DATASET_CACHE=0`` turns that off).
     """
+    files = dataset_files(dataset)
     if dataset == "realmem":
-        files = resolve_realmem()
         return _load_files(dataset, files, files[0].parent, lambda _: load_realmem(files))
     if isinstance(dataset, str) and dataset in DATASETS:
-        path = resolve_dataset(dataset)
         reader = load_locomo if dataset == "locomo" else lambda p: load_longmemeval(p, name=dataset)
+        return _load_files(dataset, files, files[0], reader)
+    path = Path(dataset)
+    if path.is_dir():
+        return _load_files(dataset, files, path, lambda p: load_realmem(files, name=p.name))
+    name = path.name[:-3] if path.name.endswith(".gz") else path.name
+    if _REALMEM_NAME.fullmatch(path.name):
+        reader = lambda p: load_realmem([p], name=name.split("_dialogues_")[0])  # noqa: E731
+    elif name.endswith(".jsonl"):
+        reader = lambda p: load_jsonl(p, name=name[:-6])  # noqa: E731
+    elif name == DATASETS["locomo"][0]:
+        reader = load_locomo
     else:
-        path = Path(dataset)
-        if path.is_dir():  # a folder of RealMem persona files
-            files = _realmem_files(path)
-            return _load_files(dataset, files, path, lambda p: load_realmem(files, name=p.name))
-        if not path.is_file():
-            raise ParameterError(f"unknown dataset {str(dataset)!r}: not one of {', '.join(DATASETS)} and not a file")
-        name = path.name[:-3] if path.name.endswith(".gz") else path.name
-        if _REALMEM_NAME.fullmatch(path.name):
-            reader = lambda p: load_realmem([p], name=name.split("_dialogues_")[0])  # noqa: E731
-        elif name.endswith(".jsonl"):
-            reader = lambda p: load_jsonl(p, name=name[:-6])  # noqa: E731
-        elif name == DATASETS["locomo"][0]:
-            reader = load_locomo
-        else:
-            reader = lambda p: load_longmemeval(p, name=name[:-5] if name.endswith(".json") else name)  # noqa: E731
-    return _load_files(dataset, [Path(path)], Path(path), reader)
+        reader = lambda p: load_longmemeval(p, name=name[:-5] if name.endswith(".json") else name)  # noqa: E731
+    return _load_files(dataset, files, path, reader)
 
 
 def _load_files(dataset, files: list, path: Path, reader) -> Dataset:

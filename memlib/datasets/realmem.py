@@ -37,8 +37,8 @@ def _point_key(content) -> str:
     return content if isinstance(content, str) else json.dumps(content, sort_keys=True)
 
 
-def _realmem_persona(path: Path, b: _Builder, skipped: dict) -> tuple[list, list]:
-    """Read one persona file into ``b``; return its case rows and question dates.
+def _realmem_persona(path: Path, b: _Builder, skipped: dict) -> tuple[str, list, list]:
+    """Read one persona file into ``b``; return its persona's name, its case rows and question dates.
 
     A question is a turn with ``is_query: true``; its history is every session
     before its own, in the file's order; its gold turns are those its memory
@@ -123,7 +123,7 @@ def _realmem_persona(path: Path, b: _Builder, skipped: dict) -> tuple[list, list
                 )
             )
             dates.append(b.turn_rows[firsts[k] + j][5])  # asked at its own turn's time
-    return rows, dates
+    return persona, rows, dates
 
 
 def resolve_realmem() -> list[Path]:
@@ -161,9 +161,15 @@ def load_realmem(paths=None, name: str = "realmem") -> Dataset:
         files = [Path(p) for p in paths]
     b = _Builder()
     skipped = {"references_unresolved": 0, "references_forward": 0}
-    rows, dates = [], []
+    rows, dates, personas = [], [], {}
     for path in files:
-        r, d = _realmem_persona(path, b, skipped)
+        persona, r, d = _realmem_persona(path, b, skipped)
+        if persona in personas:
+            raise DatasetError(
+                f"{path}: persona {persona!r} is already read from {personas[persona]}; a persona is read once "
+                "(each of its questions would count twice)"
+            )
+        personas[persona] = path
         rows += r
         dates += d
     turns, sessions = b.frames()
@@ -172,9 +178,20 @@ def load_realmem(paths=None, name: str = "realmem") -> Dataset:
 
 
 def _realmem_files(folder: Path) -> list[Path]:
+    """Return the persona files of a RealMem folder, each once (a folder so named, or one file twice, is an error)."""
     files = sorted(p for p in folder.iterdir() if _REALMEM_NAME.fullmatch(p.name))
     if not files:
         raise DatasetError(f"{folder}: holds no RealMem persona file (<Persona>_dialogues_<n>k.json)")
+    seen = {}
+    for p in files:
+        if not p.is_file():
+            raise DatasetError(f"{p}: is not a file, so not a RealMem persona file; move it out of the folder")
+        plain = p.name.removesuffix(".gz")
+        if plain in seen:
+            raise DatasetError(
+                f"{folder}: holds {seen[plain].name} and {p.name}, the same persona file twice; keep one"
+            )
+        seen[plain] = p
     return files
 
 

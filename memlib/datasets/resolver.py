@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 import urllib.request
 import warnings
 from pathlib import Path
 
+from memlib._safewrite import write_file
 from memlib.datasets.normalised import DatasetError
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: memlib/datasets/resolver.py -> ../..
@@ -201,23 +201,23 @@ def resolve(filename: str, download: bool = True) -> Path:
 
 
 def _download(filename: str, entry: dict) -> Path:
-    RAW_DIR.mkdir(parents=True, exist_ok=True)
+    """Download ``filename`` into :data:`RAW_DIR` by memlib's safe writer; a file whose sha256 differs is not kept."""
     target = RAW_DIR / filename
-    fd, tmp = tempfile.mkstemp(dir=RAW_DIR, prefix=f".{filename}.", suffix=".part")
-    os.close(fd)
-    try:
+
+    def fetch(f):
+        h = hashlib.sha256()
         try:
-            urllib.request.urlretrieve(entry["url"], tmp)
+            with urllib.request.urlopen(entry["url"]) as response:
+                for block in iter(lambda: response.read(1 << 20), b""):
+                    h.update(block)
+                    f.write(block)
         except OSError as exc:
             raise DatasetError(
                 f"could not download {filename} from {entry['url']} ({exc}); offline, save the file as "
                 f"{target} or set MEMLIB_DATA_DIR to its folder"
             ) from None
-        digest = sha256_file(tmp)
-        if digest != entry["sha256"]:
-            raise DatasetError(f"downloaded {filename} has sha256 {digest}, expected {entry['sha256']}")
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        if h.hexdigest() != entry["sha256"]:
+            raise DatasetError(f"downloaded {filename} has sha256 {h.hexdigest()}, expected {entry['sha256']}")
+
+    write_file(target, fetch, mode=0o644)
     return target

@@ -69,7 +69,10 @@ def to_days(time, name: str = "time") -> float:
     memlib._checks.ParameterError: time must be ... got 'now': pass time=None for the store's latest time, or ...
     """
     if isinstance(time, (int, float, np.integer, np.floating)) and not isinstance(time, bool):
-        t = float(time)
+        try:
+            t = float(time)
+        except OverflowError:  # an int beyond any float (10**400)
+            raise ParameterError(f"time must be finite, got {short_repr(time)}") from None
     elif isinstance(time, str) and time.strip().lower() in _WALL_CLOCK_WORDS:
         raise ParameterError(
             f"time must be a number of days or a datetime, got {short_repr(time)}: pass {name}=None for the store's "

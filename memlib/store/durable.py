@@ -63,8 +63,9 @@ from pathlib import Path
 import numpy as np
 
 from memlib import FACTORS
+from memlib._safewrite import file_in_the_way
 from memlib.store.columns import STATE
-from memlib.store.state import DIM, LEGACY_STATE, StoreError, fail, file_in_the_way, short_repr, state_field
+from memlib.store.state import DIM, LEGACY_STATE, StoreError, fail, short_repr, state_field
 
 #: ``PRAGMA application_id`` of a store file ("meml").
 APPLICATION_ID = 0x6D656D6C

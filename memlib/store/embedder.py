@@ -16,6 +16,8 @@ Traceback (most recent call last):
 memlib._checks.ParameterError: the embedder <lambda> returned shape (1, 3) for 1 texts; it must return (1, 384): ...
 >>> float(np.linalg.norm(check_vector("embedding", np.arange(384.0))))
 1.0
+>>> check_vector("embedding", np.full(384, 1e308))[:2]   # huge but finite: its direction, not a zero vector
+array([0.05103104, 0.05103104])
 """
 
 from __future__ import annotations
@@ -51,7 +53,11 @@ def check_vector(name: str, v) -> np.ndarray:
             f"{name} must be {DIM} finite numbers, got shape {e.shape}"
             + ("" if e.shape != (DIM,) else " with a NaN or infinity")
         )
-    n = np.linalg.norm(e)
+    with np.errstate(over="ignore", under="ignore"):
+        n = np.linalg.norm(e)
+    if not np.isfinite(n) or (n == 0 and e.any()):  # finite numbers whose squares overflow (1e308) or vanish
+        e = e / np.abs(e).max()
+        n = np.linalg.norm(e)
     if n == 0:
         raise ParameterError(f"{name} must not be the zero vector")
     return e / n
@@ -96,7 +102,7 @@ class Embedder:
                 name, raw = "memlib.embeddings.embed_uncached (the default)", embed_uncached(texts, setting="fast")
         else:
             name = getattr(self.fn, "__qualname__", None) or repr(self.fn)[:80]
-            raw = self.fn(texts)
+            raw = self.fn(list(texts))  # a copy: an embedder that changes its list changes nothing here
         try:
             out = np.asarray(raw)
             if out.dtype.kind == "c":

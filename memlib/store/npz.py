@@ -1,15 +1,15 @@
 """The ``.npz`` export of a store: one private file, written atomically, read with every field checked.
 
 :func:`write_npz` writes a store's state (see :mod:`memlib.store.state`) as numpy
-arrays plus one JSON header (no pickle). :func:`write_private` makes the write
-safe: the bytes go to an unnamed temporary file in the target's folder (Linux
-``O_TMPFILE``), are flushed to disk, and only then get a name and are renamed
-over the target. So a process killed while saving leaves the old file whole
-and no temporary file behind; the few microseconds between naming and renaming
-(and platforms without ``O_TMPFILE``, which write a named ``.tmp`` file) are
-covered by the next save or load of the same file, which removes what a dead
-process left. The file is private to its owner (mode 0600), and an error names
-the target file, never the temporary one.
+arrays plus one JSON header (no pickle), through memlib's one safe writer
+(:func:`memlib._safewrite.write_file`): the bytes go to an unnamed temporary file
+in the target's folder, are flushed to disk, and only then get a name and are
+renamed over the target, so a process killed while saving leaves the old file
+whole and no temporary file behind (what a dead process left in the microseconds
+of renaming goes at the next save or load of the same file). The target must be
+a regular file or absent: a folder, a device, a FIFO or a symbolic link is
+refused before anything is written. The file is private to its owner (mode
+0600), and an error names the target file, never the temporary one.
 
 >>> import tempfile, pathlib
 >>> target = pathlib.Path(tempfile.mkdtemp()) / "notes.bin"
@@ -24,144 +24,36 @@ IsADirectoryError: [Errno 21] cannot save: Is a directory: '/tmp/...'
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import errno
 import json
-import os
-import secrets
 from pathlib import Path
 
 import numpy as np
 
+from memlib._safewrite import remove_leftovers, write_file
 from memlib._text import clean_text
-from memlib.store.state import DIM, LEGACY_STATE, check_state, fail, file_in_the_way, state_field
+from memlib.store.state import DIM, LEGACY_STATE, check_state, fail, state_field
 
 FORMAT = "memlib.MemoryStore"
 #: How a zip file (an ``.npz``) starts: a local file header, or the end record of an empty archive.
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
 #: Version of the ``.npz`` layout written by :func:`write_npz` (version 1 files still load).
 NPZ_VERSION = 2
-_AT_FDCWD, _AT_EMPTY_PATH = -100, 0x1000
 
 
 # --------------------------------------------------------------------------- writing files safely
-def _tmp_name(path: Path) -> Path:
-    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-
-
-def remove_leftovers(path) -> list[Path]:
-    """Remove the temporary files that dead processes left beside ``path``; return them."""
-    path = Path(path)
-    gone = []
-    with contextlib.suppress(OSError):
-        for tmp in path.parent.glob(f".{path.name}.*.tmp"):
-            parts = tmp.name[len(path.name) + 2 :].split(".")
-            if len(parts) != 3 or not parts[0].isdigit() or _alive(int(parts[0])):
-                continue
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-                gone.append(tmp)
-    return gone
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process: alive
-        return True
-    return True
-
-
-def _link_unnamed(fd: int, target: Path) -> bool:
-    """Give the unnamed file ``fd`` the name ``target`` (False where the platform cannot)."""
-    try:
-        os.link(f"/proc/self/fd/{fd}", target)
-        return True
-    except OSError:
-        pass
-    try:  # linkat(fd, "", AT_EMPTY_PATH) needs CAP_DAC_READ_SEARCH, which root has
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.linkat(fd, b"", _AT_FDCWD, os.fsencode(target), _AT_EMPTY_PATH) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def _fsync_dir(folder: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 def write_private(path, write) -> None:
-    """Write a file atomically and durably, private to its owner (mode 0600).
+    """Write a file atomically and durably, private to its owner (mode 0600): :func:`memlib._safewrite.write_file`.
 
     ``write(fileobj)`` writes the content. Errors are raised as :class:`OSError`
     (of the matching subclass) naming ``path``: :class:`IsADirectoryError` for a
     folder at ``path``, :class:`NotADirectoryError` naming the file in the way
-    when an ancestor of ``path`` is a file.
+    when an ancestor of ``path`` is a file; a device, a FIFO, a socket or a
+    symbolic link at ``path`` is refused too, before anything is written.
     """
-    path = Path(path)
     try:
-        if path.is_dir():
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
-        blocker = file_in_the_way(path)
-        if blocker is not None:  # (mkdir would say "File exists")
-            raise NotADirectoryError(errno.ENOTDIR, f"{blocker} is a file, not a folder")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        remove_leftovers(path)
-        if not _write_unnamed(path, write):
-            _write_named(path, write)
-        _fsync_dir(path.parent)
+        write_file(path, write)
     except OSError as exc:
         raise OSError(exc.errno, f"cannot save: {exc.strerror or exc}", str(path)) from None
-
-
-def _write_unnamed(path: Path, write) -> bool:
-    """Write through an unnamed ``O_TMPFILE`` file; False if the platform has none."""
-    flag = getattr(os, "O_TMPFILE", None)
-    if flag is None:
-        return False
-    try:
-        fd = os.open(path.parent, flag | os.O_WRONLY, 0o600)
-    except OSError as exc:
-        if exc.errno in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT):
-            return False
-        raise
-    with os.fdopen(fd, "wb") as f:
-        write(f)
-        f.flush()
-        os.fsync(f.fileno())
-        tmp = _tmp_name(path)
-        if not _link_unnamed(f.fileno(), tmp):
-            return False
-    try:
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-    return True
-
-
-def _write_named(path: Path, write) -> None:
-    tmp = _tmp_name(path)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
 
 
 # --------------------------------------------------------------------------- the npz layout

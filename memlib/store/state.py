@@ -33,7 +33,6 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from pathlib import Path
 
 import numpy as np
 
@@ -102,21 +101,6 @@ def short_repr(x, limit: int = 120, quote: bool = True) -> str:
     """``repr(x)`` (or ``x`` itself, ``quote=False``), cut to ``limit`` characters: an error stays a readable line."""
     r = repr(x) if quote else str(x)
     return r if len(r) <= limit else r[: limit - 3] + "..."
-
-
-def file_in_the_way(path) -> Path | None:
-    """Return the nearest existing ancestor folder of ``path`` if it is a file, not a folder (else None).
-
-    >>> import tempfile, pathlib
-    >>> f = pathlib.Path(tempfile.mkdtemp()) / "afile"
-    >>> _ = f.write_text("x")
-    >>> file_in_the_way(f / "memory.npz") == f, file_in_the_way(f.parent / "new" / "memory.npz")
-    (True, None)
-    """
-    for parent in Path(path).parents:
-        if parent.exists():
-            return None if parent.is_dir() else parent
-    return None
 
 
 def policy_from(path, name, config, policies: dict):

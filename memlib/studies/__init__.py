@@ -50,6 +50,7 @@ import pandas as pd
 
 from memlib._checks import ParameterError
 from memlib.factor_sets import ALL_FACTOR_SETS
+from memlib.learning import LearnResult
 from memlib.studies import (
     _cache,
     cues,
@@ -66,7 +67,7 @@ from memlib.studies import (
     transfer,
     usage,
 )
-from memlib.studies._common import group_splits, side_by_side
+from memlib.studies._common import RealDataResult, group_splits, side_by_side
 from memlib.studies.data_spec import QUICK_LIMIT, DataSpec
 
 
@@ -91,6 +92,10 @@ class Study:
     lists : dict of str to str
         Command-line options that fill a list parameter with one value
         (``keep_fraction`` -> ``budgets`` for the stream study).
+    corpora : tuple of str
+        The datasets a study reads of its own when its ``data`` names none
+        (``transfer``, ``usage``, ``defaults``): the result cache fingerprints every
+        file of each, so a change to any of them runs the study again.
     """
 
     name: str
@@ -98,10 +103,11 @@ class Study:
     table: str
     notebook: str
     lists: dict = field(default_factory=dict)
+    corpora: tuple = ()
 
     def __post_init__(self):
         if not hasattr(self.run, "uncached"):
-            object.__setattr__(self, "run", _cache.cached(self.name, self.run))
+            object.__setattr__(self, "run", _cache.cached(self.name, self.run, self.corpora))
 
     @property
     def parameters(self) -> tuple[str, ...]:
@@ -148,15 +154,30 @@ STUDIES: dict[str, Study] = {
             "sweep", sweep.keep_fraction_sweep, "summary", "05_keep_fraction_sweep.md", {"keep_fraction": "fractions"}
         ),
         Study("stream", stream.stream, "table", "06_memory_store.md", {"keep_fraction": "budgets"}),
-        Study("defaults", defaults.defaults_study, "table", "06_memory_store.md"),
+        Study("defaults", defaults.defaults_study, "table", "06_memory_store.md", corpora=defaults.DATASETS),
         Study("optimisers", optimisers.optimiser_comparison, "summary", "07_optimisers.md"),
         Study("paper", reproduction.reproduce, "table", "08_longmemeval.md"),
         Study("released", released.released_study, "table", "08_longmemeval.md"),
         Study("cues", cues.cue_study, "summary", "09_cues.md"),
-        Study("transfer", transfer.transfer_study, "summary", "10_transfer.md"),
-        Study("usage", usage.usage_study, "table", "10_transfer.md"),
+        Study("transfer", transfer.transfer_study, "summary", "10_transfer.md", corpora=transfer.CORPORA),
+        Study("usage", usage.usage_study, "table", "10_transfer.md", corpora=transfer.CORPORA),
     )
 }
+
+#: The result cache builds these types and no other (:mod:`._cache`): memlib's own results and what they hold.
+_cache.register(
+    LearnResult,
+    synthetic.SyntheticResult,
+    factor_study.FactorOverview,
+    RealDataResult,
+    stream.StreamResult,
+    defaults.DefaultsResult,
+    reproduction.ReproductionResult,
+    released.ReleasedResult,
+    cues.CueStudyResult,
+    transfer.TransferResult,
+    usage.UsageResult,
+)
 
 #: LongMemEval-S questions the main job (``make``) samples wherever a study would read all 498
 #: (the chapters' ``sample`` / ``compare_sample`` parameters hold the same number); ``make paper``

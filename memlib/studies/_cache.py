@@ -1,28 +1,45 @@
 """A cache of study results, so that ``make studies`` and the book share one computation.
 
-A result is stored under a key that hashes three things:
+A result is stored under a key that hashes everything it read:
 
-* the **code version**: every ``memlib`` source file, and the versions of the
-  libraries that compute (numpy, pandas, torch, ...);
-* the **data fingerprint**: for each parameter that names a dataset (a
-  :class:`~.data_spec.DataSpec`, or a dataset name or path), the file it resolves to
-  and the sha256 of its content (so a file copied again, with a new modification
-  time, still hits; an edited one misses);
+* the **code** it ran (:func:`code_version`): the source of the study's module and of every
+  ``memlib`` module that module imports, transitively (an edit to the store invalidates the
+  studies that import the store, not the synthetic study), the package data files those
+  modules name (``defaults.json``), this module, and the versions of the libraries that
+  compute (numpy, pandas, torch, ...);
+* the **data** (:func:`data_fingerprint`): for each parameter that names data (a
+  :class:`~.data_spec.DataSpec`, or a dataset name or path), every file it reads and the
+  sha256 of its content (so a file copied again, with a new modification time, still hits; an
+  edited one misses). A spec that names no dataset stands for the corpora a study reads of
+  its own (``transfer``, ``usage``, ``defaults``: the ``corpora`` the study registers), and
+  every file of each is fingerprinted; a study that reads corpora without saying which is
+  not cached;
 * the **parameters**: every keyword the study takes, defaults filled in (``progress``
   is left out: it changes nothing but the terminal). The ``data`` parameter counts as
   the :class:`~.data_spec.DataSpec` it stands for (a dataset name as the study's
   default spec on it) and as that spec resolves (:meth:`~.data_spec.DataSpec.resolved`),
   so two calls that read the same data share a result.
 
-A change to any of them gives a new key, so a stale result is never served. A
-result is written atomically (as :func:`memlib.embeddings.atomic_savez`: a temporary
-file, then a rename), as one compressed ``.npz`` file of plain arrays plus a JSON
-manifest; nothing is pickled. A result is cached only if it reads back equal to what was
-computed, so a study whose result holds something this module cannot store
-(an arbitrary object) simply runs uncached.
+A change to any of them gives a new key, so a stale result is never served.
 
-The cache lives in ``memlib.embeddings.cache_root() / "results"``, at most
-:data:`MAX_ENTRIES` results per study; ``MEMLIB_RESULT_CACHE=0`` turns it off.
+A cache file holds data, never code. A result is one compressed ``.npz`` file of plain
+arrays (never pickled) plus a JSON manifest, written by memlib's one safe writer
+(:func:`memlib._safewrite.write_file`). :func:`decode` builds only the types of
+:data:`RESULT_TYPES`, memlib's own result dataclasses (the study registry joins them with
+:func:`register`), and inside them only arrays, JSON scalars, lists, tuples, dicts, tables and
+numeric numpy scalars of the dtypes it knows; it imports nothing and looks up no name that a
+file gives it. Each entry carries a sha256 of its manifest and arrays (:func:`checksum`), so an
+entry edited or truncated after it was written is caught. Any entry that does not read (an
+unknown type, a checksum that does not match, a damaged file) is set aside as
+``<name>.corrupt`` with one :class:`~memlib._cachefiles.CacheWarning`, and the result is
+recomputed. The checksum is not a signature: whoever can write the cache folder can rewrite
+the numbers and their hash together, and the forged numbers are then shown; they cannot make
+memlib run code. A result is cached only if it reads back equal to what was computed, so a
+study whose result holds something this module cannot store simply runs uncached.
+
+The cache lives in ``memlib._cachefiles.cache_root() / "results"``, at most
+:data:`MAX_ENTRIES` results per study (older ones are pruned, and only files named as this
+cache names them); ``MEMLIB_RESULT_CACHE=0`` turns it off.
 
 >>> import numpy as np, pandas as pd
 >>> from dataclasses import dataclass
@@ -31,22 +48,27 @@ The cache lives in ``memlib.embeddings.cache_root() / "results"``, at most
 ...     table: pd.DataFrame
 ...     info: dict
 >>> r = R(pd.DataFrame({"policy": ["a", "b"], "mean": [0.5, np.nan]}), {"n": 3, "tiers": (0.2, 0.45)})
->>> manifest, arrays = encode(r)
->>> back = decode(manifest, arrays, {"R": R})
+>>> types = {type_name(R): R}
+>>> manifest, arrays = encode(r, types)
+>>> back = decode(manifest, arrays, types)
 >>> same(r, back)
 True
+>>> decode(manifest, arrays)   # R is not one of memlib's result types  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+memlib.studies._cache.CorruptEntry: the entry names the type '...R', which is not one of memlib's result types
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
 import hashlib
-import importlib
 import inspect
 import json
 import os
-import tempfile
+import re
 import warnings
 from dataclasses import fields, is_dataclass
 from pathlib import Path
@@ -54,7 +76,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from memlib._cachefiles import CacheWarning, read_npz, set_aside
 from memlib._checks import ParameterError
+from memlib._safewrite import write_file
 from memlib.studies.data_spec import DataSpec
 
 #: Parameters that change nothing in a result.
@@ -64,11 +88,38 @@ LIBRARIES = ("numpy", "pandas", "torch", "sentence-transformers", "transformers"
 #: Results kept per study; older ones (earlier code versions, other parameters) are deleted.
 MAX_ENTRIES = 12
 #: The manifest's format; bump it when :func:`encode` changes.
-FORMAT = 2
+FORMAT = 3
+#: The memlib package, whose source the code version hashes.
+PACKAGE = Path(__file__).resolve().parent.parent
+#: How this cache names an entry: the first 32 hex digits of its key. Pruning deletes no other file.
+ENTRY_NAME = re.compile(r"[0-9a-f]{32}\.npz")
+#: The types :func:`decode` builds, by ``module:qualname``: memlib's own result dataclasses (:func:`register`).
+RESULT_TYPES: dict[str, type] = {}
+#: Column and scalar dtypes a cache entry may name (anything else is a corrupt entry).
+_NUMERIC = r"bool|u?int(8|16|32|64)|float(16|32|64)|complex(64|128)|(datetime|timedelta)64\[(s|ms|us|ns)\]"
+SCALAR_DTYPE = re.compile(_NUMERIC)
+COLUMN_DTYPE = re.compile(rf"{_NUMERIC}|object|str|string|category|boolean|U?Int(8|16|32|64)|Float(32|64)")
 
 
 class Uncacheable(TypeError):
     """A result holds a value this cache cannot store without pickling."""
+
+
+class CorruptEntry(ValueError):
+    """A cache entry that is not what this cache writes: set aside and recomputed."""
+
+
+def type_name(cls: type) -> str:
+    """Return the name a cache entry gives a dataclass: ``module:qualname``."""
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def register(*classes: type) -> None:
+    """Let the cache store and rebuild the result dataclasses ``classes`` (:data:`RESULT_TYPES`)."""
+    for cls in classes:
+        if not (isinstance(cls, type) and is_dataclass(cls)):
+            raise TypeError(f"a result type is a dataclass, got {cls!r}")
+        RESULT_TYPES[type_name(cls)] = cls
 
 
 def enabled() -> bool:
@@ -77,21 +128,23 @@ def enabled() -> bool:
 
 
 def folder() -> Path:
-    """Where results are cached: ``memlib.embeddings.cache_root() / "results"``."""
+    """Where results are cached: ``memlib._cachefiles.cache_root() / "results"``."""
     from memlib._cachefiles import cache_root
 
     return cache_root() / "results"
 
 
+# -- the key: code, data and parameters ----------------------------------------------------------------------
+
+
 @functools.cache
-def code_version() -> str:
-    """Hash every ``memlib`` source file and of the computing libraries' versions."""
+def code_version(module: str = "") -> str:
+    """Hash the code a study in ``module`` runs (:func:`code_files`) and the computing libraries' versions."""
     from importlib.metadata import PackageNotFoundError, version
 
     h = hashlib.sha256(f"format {FORMAT}\n".encode())
-    package = Path(__file__).resolve().parent.parent
-    for path in sorted(package.rglob("*.py")):
-        h.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in code_files(module):
+        h.update(str(path.relative_to(PACKAGE)).encode() + b"\0" + path.read_bytes() + b"\0")
     for lib in LIBRARIES:
         try:
             h.update(f"{lib}=={version(lib)}\n".encode())
@@ -100,30 +153,99 @@ def code_version() -> str:
     return h.hexdigest()
 
 
-def data_fingerprint(dataset) -> dict:
-    """Return the file behind a ``dataset`` parameter: its resolved path and the sha256 of its content.
+def code_files(module: str = "") -> list[Path]:
+    """Return the files a study in ``module`` runs: the module, the memlib modules it imports (transitively), this one.
 
-    The hash is computed once per process and file version
-    (:func:`memlib.datasets.sha256_file`, ``cached=True``). Raises :class:`Uncacheable` for a value that is neither a
-    dataset name nor a path.
+    Also the package's data files (not ``.py``) whose name one of those modules' source
+    holds (``defaults.json``). A module outside memlib (a test's study) runs on all of memlib.
+
+    >>> names = [str(p.relative_to(PACKAGE)) for p in code_files("memlib.studies.synthetic")]
+    >>> "synthetic.py" in names, "store/memory.py" in names, "studies/_cache.py" in names
+    (True, False, True)
+    """
+    if _module_path(module) is None:
+        sources = sorted(PACKAGE.rglob("*.py"))
+    else:
+        todo, seen = [module, __name__], set()
+        while todo:
+            name = todo.pop()
+            if name not in seen:
+                seen.add(name)
+                todo.extend(_imports(name))
+        sources = sorted(_module_path(name) for name in seen)
+    text = b"".join(p.read_bytes() for p in sources)
+    data = sorted(p for p in PACKAGE.rglob("*.json") if p.name.encode() in text and "__pycache__" not in p.parts)
+    return sources + data
+
+
+def _module_path(name: str) -> Path | None:
+    """Return the source file of memlib module ``name`` (None for a name that is not one)."""
+    parts = name.split(".")
+    if parts[0] != "memlib" or not all(p.isidentifier() for p in parts):
+        return None
+    base = PACKAGE.joinpath(*parts[1:])
+    for path in (base / "__init__.py", base.parent / f"{base.name}.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+@functools.cache
+def _imports(name: str) -> frozenset:
+    """Return the memlib modules that module ``name`` imports, at its top or inside a function (from its source)."""
+    path = _module_path(name)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_bytes())):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: climb level - 1 packages up from this module's package
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            out.update(f"{base}.{a.name}" if _module_path(f"{base}.{a.name}") else base for a in node.names)
+    return frozenset(m for m in out if _module_path(m) is not None and m != name)
+
+
+def data_fingerprint(dataset) -> dict:
+    """Return the files behind a ``dataset`` parameter: each one's resolved path and the sha256 of its content.
+
+    The files are those :func:`memlib.datasets.load` reads (:func:`memlib.datasets.dataset_files`: the
+    ten persona files of ``realmem``, every persona file of a RealMem folder). Each hash is computed
+    once per process and file version (:func:`memlib.datasets.sha256_file`, ``cached=True``, as the
+    parsed-dataset cache keys them). Raises :class:`Uncacheable` for a value that is neither a
+    dataset name nor a path, or data that cannot be read (the study itself reports it).
     """
     from memlib import datasets
 
-    if isinstance(dataset, str) and dataset in datasets.DATASETS:
-        path = datasets.resolve_dataset(dataset)
-    elif isinstance(dataset, str | os.PathLike):
-        path = Path(dataset)
-    else:
+    if not isinstance(dataset, str | os.PathLike):
         raise Uncacheable(f"dataset of type {type(dataset).__name__}")
-    if not path.is_file():  # the study itself reports the missing file
-        raise Uncacheable(f"no file at {path}")
-    return {"path": str(path.resolve()), "sha256": datasets.sha256_file(path, cached=True)}
+    try:
+        files = datasets.dataset_files(dataset)
+        return {
+            "files": [{"path": str(Path(f).resolve()), "sha256": datasets.sha256_file(f, cached=True)} for f in files]
+        }
+    except Exception as exc:  # a missing or unreadable file: the study reports it
+        raise Uncacheable(f"dataset {str(dataset)!r}: {exc}") from None
 
 
-def key(name: str, func, args: tuple, kwargs: dict) -> str:
-    """Return the cache key of ``func(*args, **kwargs)`` run as study ``name``."""
-    from memlib import datasets
+def key(name: str, func, args: tuple, kwargs: dict, corpora: tuple = ()) -> str:
+    """Return the cache key of ``func(*args, **kwargs)`` run as study ``name``, which reads ``corpora`` of its own."""
+    params = _parameters(func, args, kwargs)
+    spec = {"study": name, "code": code_version(func.__module__), "params": params}
+    for k, v in params.items():
+        for dataset in _datasets_named(v, corpora):
+            spec.setdefault("data", {}).setdefault(k, []).append(data_fingerprint(dataset))
+    try:
+        text = json.dumps(spec, sort_keys=True, default=_plain)
+    except TypeError as exc:
+        raise Uncacheable(str(exc)) from None
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
+
+def _parameters(func, args: tuple, kwargs: dict) -> dict:
+    """Every parameter of the call, defaults filled in, ``data`` as the :class:`DataSpec` it stands for."""
     signature = inspect.signature(func)
     try:
         bound = signature.bind(*args, **kwargs)
@@ -137,27 +259,22 @@ def key(name: str, func, args: tuple, kwargs: dict) -> str:
             params["data"] = DataSpec.of(params["data"], like=default if isinstance(default, DataSpec) else None)
         except ParameterError as exc:  # the study reports it
             raise Uncacheable(str(exc)) from None
-    spec = {"study": name, "code": code_version(), "params": params}
-    for k, v in params.items():
-        if isinstance(v, DataSpec):
-            dataset = v.dataset  # None for a study that reads datasets of its own
-        elif isinstance(v, str | os.PathLike) and (v in datasets.DATASETS or os.path.exists(v)):
-            dataset = v  # a dataset named directly (the cue study's ``transfer_from``)
-        else:
-            continue
-        if dataset is None:
-            continue
-        try:
-            spec.setdefault("data", {})[k] = data_fingerprint(dataset)
-        except Uncacheable:
-            raise
-        except Exception as exc:  # a missing or unreadable file: the study reports it
-            raise Uncacheable(f"dataset {dataset!r}: {exc}") from None
-    try:
-        text = json.dumps(spec, sort_keys=True, default=_plain)
-    except TypeError as exc:
-        raise Uncacheable(str(exc)) from None
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    return params
+
+
+def _datasets_named(value, corpora: tuple) -> tuple:
+    """Return the datasets a parameter value reads: a spec's dataset (naming none: ``corpora``), or a name or path."""
+    from memlib import datasets
+
+    if isinstance(value, DataSpec):
+        if value.dataset is not None:
+            return (value.dataset,)
+        if not corpora:
+            raise Uncacheable("the data name no dataset, and the study declares no corpora of its own")
+        return tuple(corpora)
+    if isinstance(value, str | os.PathLike) and (value in datasets.DATASETS or os.path.exists(value)):
+        return (value,)  # a dataset named directly
+    return ()
 
 
 def _plain(value):
@@ -171,12 +288,17 @@ def _plain(value):
     raise TypeError(f"parameter value of type {type(value).__name__}")
 
 
-def cached(name: str, func):
+# -- the cached loader ----------------------------------------------------------------------------------------
+
+
+def cached(name: str, func, corpora: tuple = ()):
     """``func`` (a study's loader) with its results cached under study ``name``.
 
-    The wrapper has ``func``'s signature. A result that cannot be stored, or a
-    cache that cannot be read or written, never stops the study: it runs, with a
-    warning when a cache file was unreadable or unwritable.
+    ``corpora``: the datasets the study reads of its own when its ``data`` names none
+    (:func:`key`). The wrapper has ``func``'s signature. A result that cannot be stored,
+    or a cache that cannot be read or written, never stops the study: it runs, with a
+    :class:`~memlib._cachefiles.CacheWarning` when a cache file was unreadable (it is set
+    aside) or unwritable.
     """
 
     @functools.wraps(func)
@@ -184,72 +306,95 @@ def cached(name: str, func):
         if not enabled():
             return func(*args, **kwargs)
         try:
-            path = folder() / name / f"{key(name, func, args, kwargs)}.npz"
+            path = folder() / name / f"{key(name, func, args, kwargs, corpora)}.npz"
         except Uncacheable:
             return func(*args, **kwargs)
         if path.is_file():
             try:
                 return load(path)
-            except Exception as exc:  # a damaged file is recomputed, never fatal
-                warnings.warn(f"{path}: unreadable cached result ({exc}); recomputing", stacklevel=2)
+            except Exception as exc:  # a damaged or foreign entry is set aside and recomputed, never fatal
+                set_aside(path, exc)
         result = func(*args, **kwargs)
         try:
             save(path, result)
         except Uncacheable:
             pass
         except OSError as exc:
-            warnings.warn(f"{path}: cannot cache the result ({exc})", stacklevel=2)
+            warnings.warn(f"{path}: cannot cache the result ({exc.strerror or exc})", CacheWarning, stacklevel=2)
         return result
 
     run.uncached = func
     return run
 
 
-def save(path, result) -> None:
-    """Write ``result`` to ``path`` atomically; :class:`Uncacheable` if it would not read back equal.
+def save(path, result, types: dict | None = None) -> None:
+    """Write ``result`` to ``path`` (memlib's safe writer); :class:`Uncacheable` if it would not read back equal.
 
-    As :func:`memlib.embeddings.atomic_savez`, but compressed: a temporary file in the same folder,
-    flushed to disk, then renamed into place, so a reader sees the whole file or none.
+    The file holds the arrays, the manifest and their :func:`checksum`, compressed.
     """
-    manifest, arrays = encode(result)
-    if not same(result, decode(manifest, arrays)):
-        raise Uncacheable("the result does not read back equal")
-    manifest_bytes = np.frombuffer(json.dumps(manifest).encode(), dtype=np.uint8)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    manifest, arrays = encode(result, types)
     try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez_compressed(f, __manifest__=manifest_bytes, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    prune(path.parent)
+        back = decode(manifest, arrays, types)
+    except CorruptEntry as exc:
+        raise Uncacheable(str(exc)) from None
+    if not same(result, back):
+        raise Uncacheable("the result does not read back equal")
+    text = json.dumps(manifest).encode()
+    payload = {"__manifest__": _bytes_array(text), "__checksum__": _bytes_array(checksum(text, arrays).encode())}
+    write_file(path, lambda f: np.savez_compressed(f, **payload, **arrays))
+    prune(Path(path).parent)
+
+
+def _bytes_array(data: bytes) -> np.ndarray:
+    return np.frombuffer(data, dtype=np.uint8)
+
+
+def checksum(manifest: bytes, arrays: dict) -> str:
+    """Return the sha256 of an entry: its manifest's bytes, then each array's name, dtype, shape and bytes, by name."""
+    h = hashlib.sha256(manifest)
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        h.update(f"\0{name}\0{a.dtype.str}\0{a.shape}\0".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
 
 
 def prune(study_folder, keep: int = MAX_ENTRIES) -> None:
-    """Delete all but the ``keep`` most recently written results of one study (old code versions)."""
-    entries = sorted(Path(study_folder).glob("*.npz"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    """Delete all but the ``keep`` most recently written results of one study (old code versions).
+
+    Only this cache's own entries go: regular files named as :data:`ENTRY_NAME`; a folder
+    that is a symbolic link (memlib makes none) is left alone.
+    """
+    study_folder = Path(study_folder)
+    if study_folder.is_symlink():
+        return
+    entries = [p for p in study_folder.iterdir() if ENTRY_NAME.fullmatch(p.name) and not p.is_symlink()]
+    entries = sorted((p for p in entries if p.is_file()), key=lambda p: p.stat().st_mtime_ns, reverse=True)
     for old in entries[keep:]:
         old.unlink(missing_ok=True)
 
 
-def load(path):
-    """Read a result written by :func:`save`."""
-    with np.load(path, allow_pickle=False) as z:
-        arrays = {k: z[k] for k in z.files}
-    manifest = json.loads(arrays.pop("__manifest__").tobytes().decode())
-    return decode(manifest, arrays)
+def load(path, types: dict | None = None):
+    """Read a result written by :func:`save`; :class:`CorruptEntry` if its checksum or content is not right."""
+    arrays = read_npz(path)
+    try:
+        text, stored = arrays.pop("__manifest__").tobytes(), arrays.pop("__checksum__").tobytes()
+    except KeyError as exc:
+        raise CorruptEntry(f"the entry has no {exc.args[0]}") from None
+    if stored != checksum(text, arrays).encode():
+        raise CorruptEntry("the entry's checksum does not match its content (edited or truncated)")
+    return decode(json.loads(text), arrays, types)
 
 
 # -- encoding: JSON for structure and scalars, named arrays for tables and ndarrays ----------------------------
 
 
-def encode(value) -> tuple[dict, dict]:
-    """Split ``value`` into a JSON-able manifest and a dict of plain (non-object) arrays."""
+def encode(value, types: dict | None = None) -> tuple[dict, dict]:
+    """Split ``value`` into a JSON-able manifest and a dict of plain (non-object) arrays.
+
+    Its dataclasses must be among ``types`` (:data:`RESULT_TYPES`), else :class:`Uncacheable`.
+    """
+    types = RESULT_TYPES if types is None else types
     arrays: dict[str, np.ndarray] = {}
 
     def put(array: np.ndarray) -> str:
@@ -297,11 +442,10 @@ def encode(value) -> tuple[dict, dict]:
         if isinstance(v, pd.Series):
             return {"series": walk(v.to_frame(name="values")), "name": walk(v.name)}
         if is_dataclass(v) and not isinstance(v, type):
-            cls = type(v)
-            return {
-                "dataclass": f"{cls.__module__}:{cls.__qualname__}",
-                "fields": {f.name: walk(getattr(v, f.name)) for f in fields(v)},
-            }
+            name = type_name(type(v))
+            if types.get(name) is not type(v):
+                raise Uncacheable(f"{name} is not one of memlib's result types (memlib.studies._cache.register)")
+            return {"dataclass": name, "fields": {f.name: walk(getattr(v, f.name)) for f in fields(v)}}
         if isinstance(v, dict):
             return {"dict": [[walk(k), walk(x)] for k, x in v.items()]}
         if isinstance(v, list | tuple):
@@ -311,68 +455,140 @@ def encode(value) -> tuple[dict, dict]:
     return {"format": FORMAT, "value": walk(value)}, arrays
 
 
-def decode(manifest: dict, arrays: dict, classes: dict | None = None):
-    """Rebuild the value :func:`encode` split; ``classes`` maps qualified names to classes (tests)."""
-    if manifest.get("format") != FORMAT:
-        raise ValueError(f"cache format {manifest.get('format')}, expected {FORMAT}")
+def decode(manifest: dict, arrays: dict, types: dict | None = None):
+    """Rebuild the value :func:`encode` split, building no type but those of ``types`` (:data:`RESULT_TYPES`).
 
-    def column(c) -> pd.Series:
+    Anything else in the manifest (an unknown type or form, a dtype it does not know, a missing
+    array) raises :class:`CorruptEntry`.
+    """
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        found = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
+        raise CorruptEntry(f"cache format {found!r}, expected {FORMAT}")
+    return _Decoder(arrays, RESULT_TYPES if types is None else types).walk(manifest.get("value"))
+
+
+class _Decoder:
+    """Rebuilds one manifest's value: every form :func:`encode` writes, checked, and nothing else."""
+
+    def __init__(self, arrays: dict, types: dict):
+        self.arrays, self.types = arrays, types
+        self.forms = {
+            ("float",): self.float_,
+            ("dtype", "scalar"): self.scalar,
+            ("ndarray",): lambda v: self.array(v["ndarray"]),
+            ("frame", "index", "order"): self.frame,
+            ("name", "series"): self.series,
+            ("dataclass", "fields"): self.dataclass_,
+            ("dict",): lambda v: {_hashable(self.walk(k)): self.walk(x) for k, x in self.pairs(v["dict"])},
+            ("list",): lambda v: [self.walk(x) for x in self.items(v["list"])],
+            ("tuple",): lambda v: tuple(self.walk(x) for x in self.items(v["tuple"])),
+        }
+
+    def walk(self, v):
+        if v is None or isinstance(v, bool | int | float | str):
+            return v
+        form = self.forms.get(tuple(sorted(v))) if isinstance(v, dict) else None
+        if form is None:
+            raise CorruptEntry(f"unknown cache entry {_short(v)}")
+        return form(v)
+
+    def items(self, v) -> list:
+        if not isinstance(v, list):
+            raise CorruptEntry(f"expected a list, got {_short(v)}")
+        return v
+
+    def pairs(self, v) -> list:
+        if not all(isinstance(p, list) and len(p) == 2 for p in self.items(v)):
+            raise CorruptEntry(f"expected a list of key-value pairs, got {_short(v)}")
+        return v
+
+    def array(self, name) -> np.ndarray:
+        if not isinstance(name, str) or name not in self.arrays:
+            raise CorruptEntry(f"the entry names an array {_short(name)} it does not hold")
+        return self.arrays[name]
+
+    def float_(self, v) -> float:
+        if v["float"] not in ("nan", "inf", "-inf"):
+            raise CorruptEntry(f"a non-finite float written as {_short(v['float'])}")
+        return float(v["float"])
+
+    def scalar(self, v):
+        value = self.walk(v["scalar"])
+        if not isinstance(v["dtype"], str) or not SCALAR_DTYPE.fullmatch(v["dtype"]):
+            raise CorruptEntry(f"a scalar of dtype {_short(v['dtype'])}")
+        if not isinstance(value, bool | int | float):
+            raise CorruptEntry(f"a numeric scalar holding {_short(value)}")
+        return np.dtype(v["dtype"]).type(value)
+
+    def column(self, c) -> pd.Series:
+        if not isinstance(c, dict) or not isinstance(c.get("dtype"), str) or not COLUMN_DTYPE.fullmatch(c["dtype"]):
+            raise CorruptEntry(f"a table column {_short(c)}")
         dtype = c["dtype"] if c["dtype"] != "object" else object
-        if "codes" in c:
-            codes = arrays[c["codes"]]
+        if sorted(c) == ["codes", "dtype", "uniques"]:
+            codes, uniques = self.array(c["codes"]), self.array(c["uniques"])
             values = np.full(len(codes), None, dtype=object)
             known = codes >= 0
-            values[known] = arrays[c["uniques"]].astype(object)[codes[known]]
+            values[known] = uniques.astype(object)[codes[known]]
             return pd.Series(values, dtype=dtype)
-        if "json" in c:
+        if sorted(c) == ["dtype", "json"]:
+            if not all(x is None or isinstance(x, bool | int | float | str) for x in self.items(c["json"])):
+                raise CorruptEntry("a table column of JSON values that are not scalars")
             return pd.Series(c["json"], dtype=dtype)
-        return pd.Series(arrays[c["array"]], dtype=c["dtype"])
+        if sorted(c) == ["array", "dtype"]:
+            return pd.Series(self.array(c["array"]), dtype=c["dtype"])
+        raise CorruptEntry(f"a table column {_short(c)}")
 
-    def walk(v):
-        if not isinstance(v, dict):
-            return v
-        if "float" in v:
-            return float(v["float"])
-        if "scalar" in v:
-            return np.dtype(v["dtype"]).type(walk(v["scalar"]))
-        if "ndarray" in v:
-            return arrays[v["ndarray"]]
-        if "frame" in v:
-            data = {c: column(v["frame"][c]) for c in v["order"]}
-            idx = v["index"]
-            if "range" in idx:
-                index = pd.RangeIndex(*idx["range"])
-            else:
-                cols = [column(c) for c in idx["columns"]]
-                index = (
-                    pd.MultiIndex.from_arrays(cols, names=idx["names"])
-                    if len(cols) > 1
-                    else pd.Index(cols[0], name=idx["names"][0])
-                )
-            return pd.DataFrame({c: s.array for c, s in data.items()}, index=index, columns=v["order"] or None)
-        if "series" in v:
-            return walk(v["series"])["values"].rename(walk(v["name"]))
-        if "dataclass" in v:
-            module, _, qualname = v["dataclass"].partition(":")
-            if classes and qualname in classes:
-                cls = classes[qualname]
-            else:
-                cls = importlib.import_module(module)
-                for part in qualname.split("."):
-                    cls = getattr(cls, part)
-            obj = cls.__new__(cls)
-            for k, x in v["fields"].items():
-                object.__setattr__(obj, k, walk(x))
-            return obj
-        if "dict" in v:
-            return {_hashable(walk(k)): walk(x) for k, x in v["dict"]}
-        if "list" in v:
-            return [walk(x) for x in v["list"]]
-        if "tuple" in v:
-            return tuple(walk(x) for x in v["tuple"])
-        raise ValueError(f"unknown cache entry {sorted(v)}")
+    def frame(self, v) -> pd.DataFrame:
+        order, columns, idx = self.items(v["order"]), v["frame"], v["index"]
+        if (
+            not isinstance(columns, dict)
+            or not all(isinstance(c, str) for c in order)
+            or sorted(order) != sorted(columns)
+        ):
+            raise CorruptEntry("a table whose columns disagree with its column order")
+        data = {c: self.column(columns[c]) for c in order}
+        if isinstance(idx, dict) and sorted(idx) == ["range"]:
+            index = pd.RangeIndex(*[operator_index(x) for x in self.items(idx["range"])])
+        elif isinstance(idx, dict) and sorted(idx) == ["columns", "names"]:
+            names = self.items(idx["names"])
+            if not all(n is None or isinstance(n, str | int) for n in names):
+                raise CorruptEntry("a table index whose names are not strings")
+            cols = [self.column(c) for c in self.items(idx["columns"])]
+            index = pd.MultiIndex.from_arrays(cols, names=names) if len(cols) > 1 else pd.Index(cols[0], name=names[0])
+        else:
+            raise CorruptEntry(f"a table index {_short(idx)}")
+        return pd.DataFrame({c: s.array for c, s in data.items()}, index=index, columns=order or None)
 
-    return walk(manifest["value"])
+    def series(self, v) -> pd.Series:
+        table = self.walk(v["series"])
+        if not isinstance(table, pd.DataFrame) or list(table.columns) != ["values"]:
+            raise CorruptEntry("a series that is not one column named 'values'")
+        return table["values"].rename(self.walk(v["name"]))
+
+    def dataclass_(self, v):
+        name, given = v["dataclass"], v["fields"]
+        cls = self.types.get(name) if isinstance(name, str) else None
+        if cls is None:
+            raise CorruptEntry(f"the entry names the type {_short(name)}, which is not one of memlib's result types")
+        expected = [f.name for f in fields(cls)]
+        if not isinstance(given, dict) or sorted(given) != sorted(expected):
+            raise CorruptEntry(f"the entry's fields of {name} are not {', '.join(expected)}")
+        obj = cls.__new__(cls)
+        for k in expected:
+            object.__setattr__(obj, k, self.walk(given[k]))
+        return obj
+
+
+def operator_index(x) -> int:
+    """``x`` if it is an int (not a bool), else :class:`CorruptEntry`."""
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise CorruptEntry(f"expected an integer, got {_short(x)}")
+    return x
+
+
+def _short(v) -> str:
+    text = repr(v)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _hashable(k):
