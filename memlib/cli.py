@@ -93,7 +93,6 @@ def _run_study(args) -> pd.DataFrame:
 def _defaults(args) -> int:
     """Measure the defaults (held out), choose them on all histories, print and optionally write them."""
     from memlib.studies import defaults
-    from memlib.studies.corpora import load_corpus
     from memlib.value import DEFAULTS_PATH
 
     path = None
@@ -105,7 +104,7 @@ def _defaults(args) -> int:
             raise ParameterError(f"--write {path}: no folder {path.parent}")
         check_target(path)
     data = DataSpec(quick=args.quick, sample=args.sample)
-    hs = [load_corpus(dataclasses.replace(data, dataset=d)) for d in defaults.DATASETS]
+    hs = [defaults.load_corpus(dataclasses.replace(data, dataset=d)) for d in defaults.DATASETS]
     measured = defaults.defaults_study_on(hs, quick=args.quick)
     chosen = defaults.choose_defaults(hs, measured=measured, data=data)
     if args.json:

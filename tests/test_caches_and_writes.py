@@ -308,7 +308,7 @@ def fake_defaults(monkeypatch):
 
     ran = []
     measured = type("Measured", (), {"headline": pd.DataFrame({"corpus": ["x"], "held": [0.5]})})()
-    monkeypatch.setattr(defaults, "load_history", lambda data: ran.append(data.dataset))
+    monkeypatch.setattr(defaults, "load_corpus", lambda data: ran.append(data.dataset))
     monkeypatch.setattr(defaults, "defaults_study_on", lambda hs, quick=False: measured)
     monkeypatch.setattr(defaults, "choose_defaults", lambda hs, measured, data: {"policy": {}, "value_model": "v"})
     return ran
