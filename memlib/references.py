@@ -76,7 +76,8 @@ def count_references(E_new, period_new, E_held, period_held, threshold: float = 
     if not len(period_new) or not len(period_held):
         return np.zeros(N_BINS), np.zeros(N_BINS)
     bins = lag_bins(period_new[:, None] - period_held[None, :])
-    cos = np.asarray(E_new, dtype=np.float32) @ np.asarray(E_held, dtype=np.float32).T
+    # one thread (einsum): a threaded BLAS product stalls for milliseconds on a busy machine
+    cos = np.einsum("id,jd->ij", np.asarray(E_new, dtype=np.float32), np.asarray(E_held, dtype=np.float32))
     refs = np.bincount(bins[cos >= threshold], minlength=N_BINS).astype(np.float64)
     return refs, np.bincount(bins.ravel(), minlength=N_BINS).astype(np.float64)
 
