@@ -15,11 +15,20 @@ causally and without a question:
   reference rate per held turn, so that a store that holds few old turns does not read
   their rarity as a lack of need.
 
-:class:`Need` holds a stream's counts and its clock; :func:`count_references` is the one
-definition of an update, used by the store at each consolidation and by its replays
-(:func:`memlib.store.forget.references_since`); :meth:`Need.relative_need` turns the counts
-into the stream's need over age, each bin's rate over the stream's overall rate, shrunk
-toward 1 (no preference for any age) as far as the evidence is not significant.
+The need over age is modelled as the rational analysis of memory has it (Anderson and
+Schooler): the chance that a turn of age ``L`` sessions is needed falls as ``L ** -b``. The
+paper's eq. 3 fixes the exponent (its ``age ** 0.7``); a store estimates it from its own
+user. Each session's references are scored, given how many there were, against the pairs
+at risk (a conditional likelihood, so that a session that refers back a lot weighs no more
+in the exponent than its spread over the ages says), for every exponent of :data:`EXPONENTS`;
+the exponent used is the one closest to 0 that a likelihood-ratio interval of the stream's
+own references still admits (:meth:`Need.exponent`): a young stream, or one that reaches
+back to every age alike, keeps 0, and forgets as the value alone says. Lags of one session
+(the last exchange) are left out of the fit: they are continuity more than need.
+
+:class:`Need` holds a stream's counts, their likelihood and its clock;
+:func:`count_references` is the one definition of an update, used by the store at each
+consolidation and by its replays (:func:`memlib.store.forget.references_since`).
 
 >>> E = np.eye(4)[[0, 1, 0]]                   # turn 2 repeats turn 0, two sessions later
 >>> refs, exposure = count_references(E[[2]], [2], E[:2], [0, 1], threshold=0.9)
@@ -82,14 +91,41 @@ def count_references(E_new, period_new, E_held, period_held, threshold: float = 
     return refs, np.bincount(bins.ravel(), minlength=N_BINS).astype(np.float64)
 
 
+#: The exponents ``b`` of the need curve ``L ** -b`` a stream's references are scored on.
+EXPONENTS = np.round(np.arange(-1.0, 2.0 + 1e-9, 0.05), 2)
+_EDGES = np.array([*LAG_EDGES, 2 * LAG_EDGES[-1]], dtype=float)
+#: The log lag each bin stands for (the geometric middle of its lags); the first bin is not fitted.
+LOG_LAG = np.log(np.sqrt(_EDGES[:-1] * np.maximum(_EDGES[1:] - 1, _EDGES[:-1])))
+
+
+def session_loglik(refs, exposure) -> np.ndarray:
+    """Log-likelihood of one session's references at lags >= 2, given their number, for each of :data:`EXPONENTS`.
+
+    Each reference falls on a pair at risk with probability proportional to ``L ** -b``.
+
+    >>> ll = session_loglik([0, 9, 1, 0, 0, 0, 0, 0], [5, 10, 10, 10, 10, 10, 10, 10])  # all near
+    >>> float(EXPONENTS[np.argmax(ll)]) > 1
+    True
+    """
+    r, x = np.asarray(refs, float)[1:], np.asarray(exposure, float)[1:]
+    if r.sum() <= 0:
+        return np.zeros(len(EXPONENTS))
+    log_w = -EXPONENTS[:, None] * LOG_LAG[None, 1:]
+    with np.errstate(divide="ignore"):
+        log_norm = np.log(np.exp(log_w) @ x)
+    return log_w @ r - r.sum() * log_norm
+
+
 @dataclass
 class Need:
-    """A stream's reference counts and its clock: what a store knows of how far back its user reaches.
+    """A stream's reference counts, their likelihood and its clock: how far back its user reaches.
 
     Attributes
     ----------
     refs, exposure : ndarray, shape (N_BINS,)
         Reference events, and the (user turn, held turn) pairs at risk, per lag bin.
+    loglik : ndarray, shape (len(EXPONENTS),)
+        The summed :func:`session_loglik` of every session so far.
     boundaries : list of int
         The item id that started each session after the first (the store's ``next_id`` at each
         consolidation): the session of an item id is the number of boundaries at or below it.
@@ -97,6 +133,7 @@ class Need:
 
     refs: np.ndarray = field(default_factory=lambda: np.zeros(N_BINS))
     exposure: np.ndarray = field(default_factory=lambda: np.zeros(N_BINS))
+    loglik: np.ndarray = field(default_factory=lambda: np.zeros(len(EXPONENTS)))
     boundaries: list = field(default_factory=list)
 
     def period(self, ids) -> np.ndarray:
@@ -116,61 +153,52 @@ class Need:
         return len(self.boundaries) - self.period(ids)
 
     def counted(self, refs, exposure, boundary: int) -> Need:
-        """Return the need with the counts of a session added, the session ended at ``boundary`` (the next item id)."""
-        return Need(self.refs + refs, self.exposure + exposure, [*self.boundaries, int(boundary)])
+        """Return the need with one session's counts added, the session ended at ``boundary`` (the next item id)."""
+        refs, exposure = np.asarray(refs, float) + np.zeros(N_BINS), np.asarray(exposure, float) + np.zeros(N_BINS)
+        loglik = self.loglik + session_loglik(refs, exposure)
+        return Need(self.refs + refs, self.exposure + exposure, loglik, [*self.boundaries, int(boundary)])
+
+    def exponent(self, z: float = 2.0) -> float:
+        """Return the need exponent nearest 0 that the stream's references admit (a likelihood-ratio interval at ``z``).
+
+        0 when the interval holds 0 (or nothing was referred to): no age is preferred.
+
+        >>> n = Need().counted([0, 30, 5, 2, 1, 0, 0, 0], [50, 50, 100, 200, 400, 400, 400, 400], 1)
+        >>> 0 < n.exponent(2.0) < n.exponent(0.0)
+        True
+        """
+        if not np.any(self.loglik):
+            return 0.0
+        admitted = EXPONENTS[self.loglik >= self.loglik.max() - z * z / 2]
+        return 0.0 if admitted.min() <= 0 <= admitted.max() else float(admitted[np.argmin(np.abs(admitted))])
 
     def to_dict(self) -> dict:
         """Return the need as JSON (what a store file holds)."""
-        return {"refs": self.refs.tolist(), "exposure": self.exposure.tolist(), "boundaries": list(self.boundaries)}
+        out = {"refs": self.refs.tolist(), "exposure": self.exposure.tolist(), "loglik": self.loglik.tolist()}
+        return out | {"boundaries": list(self.boundaries)}
 
     @classmethod
     def from_dict(cls, d, source: str = "need") -> Need:
         """Read a need written by :meth:`to_dict`; anything else is a :class:`ParameterError` naming ``source``."""
         try:
-            refs, exposure = (np.asarray(d[k], dtype=np.float64) for k in ("refs", "exposure"))
+            refs, exposure, loglik = (np.asarray(d[k], dtype=np.float64) for k in ("refs", "exposure", "loglik"))
             bounds = [int(b) for b in d["boundaries"]] if all(_is_int(b) for b in d["boundaries"]) else None
         except (TypeError, ValueError, KeyError):
-            raise ParameterError(f"{source}: must hold refs, exposure ({N_BINS} numbers each) and boundaries") from None
+            raise ParameterError(f"{source}: must hold refs, exposure, loglik and boundaries") from None
         for a in (refs, exposure):
             if a.shape != (N_BINS,) or not np.all(np.isfinite(a)) or np.any(a < 0):
                 raise ParameterError(f"{source}: refs and exposure must be {N_BINS} finite numbers >= 0 each")
         if np.any(refs > exposure):
             raise ParameterError(f"{source}: more references than pairs at risk in a lag bin")
+        if loglik.shape != EXPONENTS.shape or not np.all(np.isfinite(loglik)) or np.any(loglik > 0):
+            raise ParameterError(f"{source}: loglik must be {len(EXPONENTS)} finite numbers <= 0")
         if bounds is None or np.any(np.diff(bounds) < 0) or (bounds and bounds[0] < 0):
             raise ParameterError(f"{source}: boundaries must be item ids >= 0, in order")
-        return cls(refs, exposure, bounds)
-
-    def relative_need(self, z: float = 2.0) -> np.ndarray:
-        """Each bin's reference rate over the stream's overall rate, shrunk toward 1 by ``z`` standard errors.
-
-        The log rate ratio of a bin is moved toward 0 by ``z`` of its standard errors (Poisson
-        counts'), and set to 0 where that crosses 0: a bin differs from the rest only as far as
-        its own references say so with some confidence. A young stream (few references) has
-        every bin at 1, and so changes nothing.
-
-        Returns
-        -------
-        ndarray, shape (N_BINS,)
-            Positive; 1 for a bin with no significant difference, or no exposure.
-
-        >>> Need(np.r_[40.0, 5.0, np.zeros(6)], np.r_[100.0, 100.0, np.zeros(6)]).relative_need().round(2)[:3]
-        array([1.14, 0.59, 1.  ])
-        """
-        total_r, total_e = float(self.refs.sum()), float(self.exposure.sum())
-        out = np.ones(N_BINS)
-        if total_r <= 0 or total_e <= 0:
-            return out
-        seen = self.exposure > 0
-        r = self.refs[seen]
-        expected = total_r / total_e * self.exposure[seen]
-        log_ratio = np.log((r + 0.5) / (expected + 0.5))  # (a half count each side: no log of zero)
-        se = np.sqrt(1.0 / (r + 0.5) + 1.0 / (total_r + 0.5))
-        out[seen] = np.exp(np.sign(log_ratio) * np.maximum(np.abs(log_ratio) - z * se, 0.0))
-        return out
+        return cls(refs, exposure, loglik, bounds)
 
 
 def _is_int(x) -> bool:
     return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
 
 
-__all__ = ["LAG_EDGES", "N_BINS", "THRESHOLD", "Need", "count_references", "lag_bins"]
+__all__ = ["EXPONENTS", "LAG_EDGES", "N_BINS", "THRESHOLD", "Need", "count_references", "lag_bins", "session_loglik"]

@@ -122,15 +122,15 @@ def test_replay_history_checks_every_turn_before_the_store_changes():
 
 
 def recent_need_history(n_sessions=12, per_session=4, seed=0):
-    """A user who keeps coming back to the session before: each session's first user turn says again what
-    the previous session's third turn said; the value (emotion) is random, so a store holds turns of every age."""
+    """A user who keeps coming back to the recent past: each session's first user turn says again what the
+    third turn of two sessions before said; the value (emotion) is random, so a store holds turns of every age."""
     rng = np.random.default_rng(seed)
     turns, E = [], []
     for s in range(n_sessions):
         for j in range(per_session):
             e = rng.normal(size=384)
-            if j == 0 and s:
-                e = E[-per_session + 2] + 0.05 * rng.normal(size=384)  # refers back to the session before
+            if j == 0 and s > 1:
+                e = E[-2 * per_session + 2] + 0.05 * rng.normal(size=384)  # refers back two sessions
             E.append(e)
             turns.append(
                 {
@@ -148,7 +148,7 @@ def recent_need_history(n_sessions=12, per_session=4, seed=0):
 def test_the_adaptive_policy_counts_references_as_the_store_does_and_keeps_what_its_user_needs():
     from memlib.store import AdaptivePolicy
 
-    turns = recent_need_history()
+    turns = recent_need_history(n_sessions=30)
     sessions = [t["session"] for t in turns]
     cuts = [(n, 8) for n in session_ends(sessions)]
     adaptive = AdaptivePolicy(value_scale=1.0, z=0.0, value_weight=0.0, mood_weight=0.0)
@@ -161,7 +161,7 @@ def test_the_adaptive_policy_counts_references_as_the_store_does_and_keeps_what_
         assert full.view.ids[held].tolist() == store.ids, n
     # the store counted the references: every session after the first refers to the day before
     need = store.view.need
-    assert need.refs[0] == need.refs.sum() > 0 and need.relative_need(0.0)[0] > 1 > need.relative_need(0.0)[2]
+    assert need.refs[1] == need.refs.sum() > 0 and need.exponent(0.0) > need.exponent(2.0) > 0
     # so it keeps the recent past, where dropping the lowest value first keeps the emotional old sessions
     by_value = MemoryStore(weights=np.eye(7)[0], policy=make_policy("value", keep_top_value=True), merge_threshold=None)
     replay_history(by_value, turns, budget=8)

@@ -29,7 +29,7 @@ import numpy as np
 
 from memlib._checks import ParameterError, check_choice, check_positive
 from memlib.forgetting import rule_forget_scores
-from memlib.references import Need, lag_bins
+from memlib.references import Need
 from memlib.store.baselines import (
     FIFOPolicy,
     GenerativeAgentsPolicy,
@@ -140,20 +140,22 @@ class PaperPolicy(ValuePolicy):
 
 
 class AdaptivePolicy(ValuePolicy):
-    """The value policy that learns how its user's need changes with age, from the stream itself.
+    """The value policy that learns how its user's need falls with age, from the stream itself.
 
-    Forgetting: the item with the lowest ``value_scale * V-bar + log need(age)`` goes first,
-    where ``need`` is the stream's relative reference rate at the item's age (in sessions), from the
-    reference events the store has counted (:mod:`memlib.references`: a user's turn that says
-    again what a held turn of an earlier session said), shrunk toward 1 by ``z`` standard
-    errors. Both terms are log odds of being needed: ``value_scale`` puts the value on that
-    scale. A young stream, or one whose references reach back to every age alike, has a need
-    of 1 at every age, and forgets exactly as dropping the lowest value first does; a stream
-    whose user keeps coming back to last week keeps last week. Retrieval is the value
-    policy's (``sim + value_weight * V-bar + mood_weight * mood``).
+    Forgetting: the item with the lowest ``value_scale * V-bar - b * log(lag)`` goes first, where
+    ``lag`` is the item's age at the next session, in sessions, and ``b`` the stream's need
+    exponent (:meth:`memlib.references.Need.exponent`): the chance that a turn of age ``lag`` is
+    needed falls as ``lag ** -b``, the form of eq. 3's ``age ** 0.7`` with the exponent learned
+    from the user's own references (a user's turn that says again what a held turn of an
+    earlier session said), and kept at 0 until a likelihood-ratio interval at ``z`` excludes 0.
+    Both terms are log odds of being needed; ``value_scale`` puts the value on that scale. A
+    young stream, or one whose references reach back to every age alike, forgets exactly as
+    dropping the lowest value first does; a stream whose user keeps coming back to last week
+    keeps last week. Retrieval is the value policy's (``sim + value_weight * V-bar + mood_weight
+    * mood``).
 
     A parameter left at ``None`` takes its measured default (``memlib/defaults.json``, its
-    ``adaptive`` part).
+    ``adaptive`` part, when there is one).
 
     >>> from memlib.references import Need
     >>> from memlib.store.view import StoreView
@@ -161,12 +163,15 @@ class AdaptivePolicy(ValuePolicy):
     >>> F = np.zeros((2, 7)); F[:, 0] = [0.9, 0.5]
     >>> view = StoreView.of_history(LinearValue(np.eye(7)[0]), time=[0.0, 29.0], embeddings=np.eye(384)[:2],
     ...     factors=F, cues=np.zeros((2, 11)), valence=np.zeros(2))
-    >>> AdaptivePolicy(value_scale=2.0, z=0.0).forget_scores(view, now=30.0).round(2).tolist()  # no references
+    >>> AdaptivePolicy(value_scale=2.0, z=2.0).forget_scores(view, now=30.0).round(2).tolist()  # no references
     [-1.8, -1.0]
-    >>> # one item per session; every reference so far reached back one session
-    >>> view.need = Need(np.r_[50.0, np.zeros(7)], np.full(8, 100.0), boundaries=[1, 2])
-    >>> AdaptivePolicy(value_scale=2.0, z=0.0).forget_scores(view, now=30.0).round(2).tolist()  # the old one goes
-    [0.8, -3.01]
+    >>> view.need = Need()
+    >>> for _ in range(40):  # forty sessions later, in which the user kept reaching back two or three sessions
+    ...     view.need = view.need.counted([0, 6, 2, 1, 0, 0, 0, 0], [10] * 8, boundary=1)
+    >>> round(view.need.exponent(2.0), 2), view.need.lag_at_next(view.ids).tolist()
+    (1.8, [40, 0])
+    >>> AdaptivePolicy(value_scale=2.0, z=2.0).forget_scores(view, now=30.0).round(2).tolist()  # the old one goes
+    [4.84, -1.0]
     """
 
     name = "adaptive"
@@ -190,32 +195,29 @@ class AdaptivePolicy(ValuePolicy):
             keep_top_value=True,
         )
         self.value_scale = check_positive(
-            "value_scale", a.get("value_scale", 4.0) if value_scale is None else value_scale
+            "value_scale", a.get("value_scale", 1.0) if value_scale is None else value_scale
         )
         self.z = check_positive("z", a.get("z", 2.0) if z is None else z, allow_zero=True)
 
     @property
     def static_order(self) -> bool:
-        """The need over age moves with the stream: no order holds once and for all."""
+        """The need moves with the stream: no order holds once and for all."""
         return False
 
-    def need(self, view, now: float) -> np.ndarray:
-        """Return the relative need of each item at its age (1 where the stream says nothing significant)."""
-        need = view.need or Need()
-        return need.relative_need(self.z)[lag_bins(need.lag_at_next(view.ids))]
+    def exponent(self, view) -> float:
+        """Return the stream's need exponent ``b`` (0 until its references say otherwise)."""
+        return (view.need or Need()).exponent(self.z)
 
     def forget_scores(self, view, now):
-        """Return minus ``value_scale * V-bar + log need(age)``: the least needed item goes first."""
-        return -(self.value_scale * view.normalised_values() + np.log(self.need(view, now)))
+        """Return minus ``value_scale * V-bar - b * log(lag)``: the least needed item goes first."""
+        need = view.need or Need()
+        lag = np.maximum(need.lag_at_next(view.ids), 1)
+        return -(self.value_scale * view.normalised_values() - self.exponent(view) * np.log(lag))
 
     def config(self):
         """Return the keyword arguments that rebuild this policy."""
-        return {
-            "value_scale": self.value_scale,
-            "z": self.z,
-            "value_weight": self.value_weight,
-            "mood_weight": self.mood_weight,
-        }
+        kw = {"value_scale": self.value_scale, "z": self.z}
+        return kw | {"value_weight": self.value_weight, "mood_weight": self.mood_weight}
 
 
 #: Old policy names, each with the name it is now: they still work, with a :class:`DeprecationWarning`.
