@@ -505,6 +505,13 @@ def load_defaults(path=None) -> dict:
         x = policy[k]
         if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x) or x < 0:
             raise ParameterError(f"{path}: policy {k} must be a finite number >= 0, got {x!r}")
+    adaptive = d.get("adaptive")  # the adaptive store (memlib.store.AdaptivePolicy), when it was chosen
+    if adaptive is not None:
+        if not isinstance(adaptive, dict) or sorted(adaptive) != ["value_scale", "z"]:
+            raise ParameterError(f"{path}: adaptive must hold exactly value_scale and z")
+        for k, x in adaptive.items():
+            if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x) or x < 0:
+                raise ParameterError(f"{path}: adaptive {k} must be a finite number >= 0, got {x!r}")
     out = dict(d, value=CueValue.from_dict(d["value"], source=f"{path}: value"))
     if path == DEFAULTS_PATH:
         _DEFAULTS.append(out)

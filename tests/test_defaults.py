@@ -86,7 +86,7 @@ def test_the_worst_case_choice_prefers_what_holds_on_every_corpus():
 
 
 def test_an_unknown_rule_is_refused():
-    with pytest.raises(ParameterError, match="unknown forgetting rule 'lru'; choose eq3 or value"):
+    with pytest.raises(ParameterError, match="unknown forgetting rule 'lru'; choose eq3, value, adaptive"):
         D.policy_of("lru", 1.0)
 
 

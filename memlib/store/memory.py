@@ -49,7 +49,7 @@ from memlib.store.checks import (
 from memlib.store.columns import count_tokens, item_dict, not_before, to_days
 from memlib.store.embedder import Embedder, check_vector, embedder_argument
 from memlib.store.persistence import Persistence
-from memlib.store.policies import ValuePolicy
+from memlib.store.policies import default_policy
 from memlib.store.protocol import Policy
 from memlib.store.retrieval import rank
 from memlib.store.state import DIM, StoreError, check_item_state, fail, short_repr
@@ -79,8 +79,9 @@ class MemoryStore(ValueSettings, Persistence):
         :func:`memlib.learning.fit_cue_value`) works; its normalised value ``V-bar`` is its
         place among the values of the turns it was learned on, which sets the encoding tiers.
     policy : Policy, optional
-        Forgetting and retrieval rules (default :class:`ValuePolicy`, with the measured
-        defaults; ``make_policy("paper")`` is the paper's eq. 3 with ``beta = 1``).
+        Forgetting and retrieval rules (default: :func:`~memlib.store.policies.default_policy`,
+        the measured choice of ``memlib/defaults.json``, :class:`AdaptivePolicy` or
+        :class:`ValuePolicy`; ``make_policy("paper")`` is the paper's eq. 3 with ``beta = 1``).
     value_profile : array_like, shape (384,), optional
         Embedding of the agent's value profile; makes the value-alignment factor live
         (read by the paper's value; the default cue value does not read it).
@@ -144,7 +145,7 @@ class MemoryStore(ValueSettings, Persistence):
         self.factor_set = check_choice("factor_set", factor_set, FACTOR_SETS)
         self._weights = np.ones(len(FACTORS))  # a cue value's store keeps them as a setting only
         self._set_value(value_argument(value, weights))
-        self.policy = policy or ValuePolicy()
+        self.policy = policy or default_policy()
         self.value_profile = None if value_profile is None else check_vector("value_profile", value_profile)
         self.merge_threshold = check_merge_threshold(merge_threshold)
         self._embedder = Embedder(embedder_argument(embedder, embed, "MemoryStore"))

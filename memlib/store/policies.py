@@ -220,6 +220,16 @@ class AdaptivePolicy(ValuePolicy):
         return kw | {"value_weight": self.value_weight, "mood_weight": self.mood_weight}
 
 
+def default_policy() -> Policy:
+    """Return the store's default policy: what ``memlib/defaults.json`` chose.
+
+    :class:`AdaptivePolicy` when the file holds an ``adaptive`` part, else :class:`ValuePolicy`.
+    """
+    from memlib.value import load_defaults
+
+    return AdaptivePolicy() if "adaptive" in load_defaults() else ValuePolicy()
+
+
 #: Old policy names, each with the name it is now: they still work, with a :class:`DeprecationWarning`.
 RENAMED = {"learned_V": ValuePolicy.name}
 

@@ -12,6 +12,7 @@ forgetting or retrieval rule is written here: the store's are called.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,6 +82,21 @@ class Corpus:
             self.questions[cases_idx],
             self.question_valence[cases_idx],
         )
+
+    def shuffled_references(self, seed: int = 0) -> Corpus:
+        """Return a placebo of the corpus: in each history, the user turns' texts shuffled among its user turns.
+
+        What a turn says, and so whom it seems to refer back to, is moved to another time of the
+        same stream; every cue, factor and value stays where it was. A store that adapts to its
+        user's references must gain nothing here (:mod:`memlib.studies.defaults`).
+        """
+        rng = np.random.default_rng(seed)
+        text_id = self.text_id.copy()
+        user = self.cues[..., STORE_CUES.index("is_user")] > 0.5
+        for g in range(len(text_id)):
+            pos = np.flatnonzero(user[g, : int(self.cases.length[g])])
+            text_id[g, pos] = text_id[g, rng.permutation(pos)]
+        return dataclasses.replace(self, text_id=text_id)
 
     def view(self, g: int, value) -> StoreView:
         """Return the store's view of history ``g`` with every turn held, scored by ``value``."""

@@ -51,7 +51,7 @@ from memlib._checks import ParameterError, check_fraction
 from memlib.forgetting import FORGET_RULES
 from memlib.learning import fit_cue_value, hill_climb, retention_mass
 from memlib.metrics import RetentionEvaluator, grouped_summary
-from memlib.store import PaperPolicy, Policy, ValuePolicy, make_policy
+from memlib.store import AdaptivePolicy, PaperPolicy, Policy, ValuePolicy, make_policy
 from memlib.studies._common import learner_settings, rank_by_worst_case
 from memlib.studies.corpora import READS, Corpus, kept, load_corpus, recall_per_case, retention_per_case
 from memlib.studies.data_spec import EACH, DataSpec
@@ -63,25 +63,35 @@ DATASETS = ("locomo", "longmemeval_s", "realmem")
 VALUE_MODELS = ("paper_factors", "cues", "cues_user")
 #: ``beta`` of eq. 3 (the paper's rule is ``beta = 1`` on the paper's ``V``).
 BETAS = (1.0, 10.0, 100.0, 1000.0)
+#: ``value_scale`` of the adaptive store (:class:`memlib.store.AdaptivePolicy`), the value's weight in log odds
+#: of need, largest first: among configurations that tie, the first listed is the closest to dropping by value.
+VALUE_SCALES = (4.0, 2.0, 1.0, 0.5)
+#: The adaptive store moves its need exponent away from 0 only as far as a likelihood-ratio interval at
+#: ``Z`` standard errors (95%) allows; fixed by that convention, not tuned.
+Z = 2.0
 #: Retrieval mixes: ``sim + a * V-bar + b * mood``.
 VALUE_WEIGHTS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.5)
 MOOD_WEIGHTS = (0.0, 0.05, 0.1)
 #: The paper's configuration: its value, eq. 3 with ``beta = 1``.
-PAPER = ("paper_factors", "eq3", 1.0)
+PAPER = ("paper_factors", "eq3", 1.0, 0.0)
 #: Recall is scored at this k when choosing the retrieval mix.
 K = 10
-#: The forgetting rules a configuration can use: eq. 3, or the lowest value first (``keep_top_value``).
-RULES = FORGET_RULES
+#: The forgetting rules a configuration can use: eq. 3, the lowest value first (``keep_top_value``), or the
+#: adaptive store's value and need (:class:`memlib.store.AdaptivePolicy`).
+RULES = (*FORGET_RULES, "adaptive")
 
 
-def policy_of(rule: str, beta: float) -> ValuePolicy:
-    """Return the store policy of one forgetting configuration: eq. 3 with ``beta``, or the lowest value first.
+def policy_of(rule: str, beta: float = 0.0, value_scale: float = 0.0) -> ValuePolicy:
+    """Return the store policy of one forgetting configuration.
 
-    Its retrieval weights are zero: a configuration is scored for forgetting; the retrieval mixes
-    are scored apart (:data:`MIXES`).
+    ``eq3`` with ``beta``, ``value`` (the lowest value first) or ``adaptive`` with ``value_scale``
+    (and :data:`Z`). Its retrieval weights are zero: a configuration is scored for forgetting;
+    the retrieval mixes are scored apart (:data:`MIXES`).
     """
     if rule not in RULES:
-        raise ParameterError(f"unknown forgetting rule {rule!r}; choose {' or '.join(RULES)}")
+        raise ParameterError(f"unknown forgetting rule {rule!r}; choose {', '.join(RULES)}")
+    if rule == "adaptive":
+        return AdaptivePolicy(value_scale=value_scale, z=Z, value_weight=0.0, mood_weight=0.0)
     return ValuePolicy(beta=beta, value_weight=0.0, mood_weight=0.0, keep_top_value=rule == "value")
 
 
@@ -111,11 +121,16 @@ def learn_values(train: list[Corpus], keep_fraction: float, seed: int = 0, quick
     return out
 
 
-def configurations() -> list[tuple[str, str, float]]:
-    """``(value model, rule, beta)`` of every forgetting candidate; :data:`PAPER` is one of them."""
+def configurations() -> list[tuple[str, str, float, float]]:
+    """``(value model, rule, beta, value_scale)`` of every forgetting candidate; :data:`PAPER` is one of them.
+
+    ``beta`` is 0 where the rule reads none (``value``, ``adaptive``), ``value_scale`` where it reads
+    none (``eq3``, ``value``).
+    """
     out = []
     for m in VALUE_MODELS:
-        out += [(m, "eq3", b) for b in BETAS] + [(m, "value", 0.0)]  # beta plays no part in "value"
+        out += [(m, "eq3", b, 0.0) for b in BETAS] + [(m, "value", 0.0, 0.0)]
+        out += [(m, "adaptive", 0.0, s) for s in VALUE_SCALES]
     return out
 
 
@@ -202,9 +217,10 @@ def _frame(h: Corpus, part: str, labels: dict, metric: str, values) -> pd.DataFr
 def _forgetting_rows(h: Corpus, values: dict, keep_fraction: float, trained_on: str, split: str) -> pd.DataFrame:
     """Gold retention of each case of ``h`` under every configuration, its value learned on ``trained_on``."""
     rows = []
-    for model, rule, beta in configurations():
-        held = kept(h, values[model], policy_of(rule, beta), keep_fraction)
+    for model, rule, beta, scale in configurations():
+        held = kept(h, values[model], policy_of(rule, beta, scale), keep_fraction)
         labels = {"trained_on": trained_on, "split": split, "value_model": model, "rule": rule, "beta": beta}
+        labels["value_scale"] = scale
         rows.append(_frame(h, "forgetting", labels, "retention", retention_per_case(h.cases, held)))
     return pd.concat(rows, ignore_index=True)
 
@@ -222,7 +238,7 @@ def _retrieval_rows(h: Corpus, value, forgetting: Policy, labels: dict, keep_fra
     return pd.concat(rows, ignore_index=True)
 
 
-FORGET_KEYS = ["value_model", "rule", "beta"]
+FORGET_KEYS = ["value_model", "rule", "beta", "value_scale"]
 MIX_KEYS = ["value_weight", "mood_weight"]
 MIXES = tuple((a, b) for a in VALUE_WEIGHTS for b in MOOD_WEIGHTS)
 
@@ -230,7 +246,7 @@ MIXES = tuple((a, b) for a in VALUE_WEIGHTS for b in MOOD_WEIGHTS)
 def _config_rows(h, values, config: dict, keep_fraction, trained_on, split, mixes) -> pd.DataFrame:
     """:func:`_retrieval_rows` of one configuration (``value_model, rule, beta``) and the mixes ``mixes``."""
     labels = {"trained_on": trained_on, "split": split, **{k: config[k] for k in FORGET_KEYS}}
-    forgetting = policy_of(config["rule"], config["beta"])
+    forgetting = policy_of(config["rule"], config["beta"], config["value_scale"])
     retrieval = {m: mix_policy(*m) for m in mixes}
     return _retrieval_rows(h, values[config["value_model"]], forgetting, labels, keep_fraction, retrieval)
 
@@ -294,6 +310,40 @@ def _headline_rows(h, values, src, forget, chosen, keep_fraction) -> list[pd.Dat
     return out
 
 
+#: The headline's rows on what the adaptive store adds: its prior, the placebo, the value learned in domain,
+#: and the paired gains over the prior.
+ADAPTATION = ("prior only", "placebo", "in domain", "gain over prior", "placebo gain over prior")
+
+
+def _adaptation_rows(h, values, values_in_domain, forget, ship, keep_fraction, seed) -> list[pd.DataFrame]:
+    """Corpus ``h`` held out, the shipped configuration beside its prior, a placebo and the value learned in domain.
+
+    ``prior only`` drops the lowest value first with the same value (what the adaptive store does
+    until its user's references say otherwise); ``placebo`` replays the shipped configuration on the
+    corpus with its user turns shuffled in time (:meth:`~.corpora.Corpus.shuffled_references`);
+    ``in domain`` replays it with the value learned on ``h`` itself (a reference, not a held-out
+    figure). The two gains are paired differences, case by case.
+    """
+    cols = ["dataset", "config", "metric", "value", "group"]
+    held_out = forget[(forget["split"] == "held_out") & (forget["dataset"] == h.name)]
+
+    prior = held_out[(held_out["value_model"] == ship["value_model"]) & (held_out["rule"] == "value")]
+    prior = prior["value"].to_numpy()
+    shipped = held_out
+    for k in FORGET_KEYS:
+        shipped = shipped[shipped[k] == ship[k]]
+    policy = policy_of(ship["rule"], ship["beta"], ship["value_scale"])
+    value = values[ship["value_model"]]
+    placebo = retention_per_case(h.cases, kept(h.shuffled_references(seed), value, policy, keep_fraction))
+    parts = {"prior only": prior, "placebo": placebo}
+    if values_in_domain is not None:
+        own = values_in_domain[ship["value_model"]]
+        parts["in domain"] = retention_per_case(h.cases, kept(h, own, policy, keep_fraction))
+    parts["gain over prior"] = shipped["value"].to_numpy() - prior
+    parts["placebo gain over prior"] = placebo - prior
+    return [_frame(h, "forgetting", {}, "retention", v).assign(config=k)[cols] for k, v in parts.items()]
+
+
 def defaults_study_on(
     hs: list[Corpus], keep_fraction: float = 0.3, seed: int = 0, quick: bool = False, progress: bool = False
 ) -> DefaultsResult:
@@ -323,8 +373,11 @@ def defaults_study_on(
     forget = pd.concat(forget, ignore_index=True)
     chosen, retr = _choices(forget, plan, by_name, values, keep_fraction)
     head = []
+    ship = chosen.set_index("choice").loc["shipped"]
     for src, t in plan["held_out"]:
         head += _headline_rows(by_name[t], values[src], src, forget, chosen, keep_fraction)
+        own = values.get((t,))
+        head += _adaptation_rows(by_name[t], values[src], own, forget, ship, keep_fraction, seed)
     headline = grouped_summary(pd.concat(head, ignore_index=True), ["dataset", "metric", "config"], 1000, seed)
     fkeys = ["part", "dataset", "trained_on", "split", *FORGET_KEYS, "metric"]
     rkeys = ["part", "choice", "dataset", "trained_on", "split", *FORGET_KEYS, *MIX_KEYS, "metric"]
@@ -397,11 +450,12 @@ def choose_defaults(
         "quick": data.quick,
         "keep_fraction": keep_fraction,
         "policy": {
-            "keep_top_value": rule == "value",
-            "beta": 1.0 if rule == "value" else float(choice["beta"]),
+            "keep_top_value": rule != "eq3",
+            "beta": float(choice["beta"]) if rule == "eq3" else 1.0,
             "value_weight": float(choice["value_weight"]),
             "mood_weight": float(choice["mood_weight"]),
         },
+        **({"adaptive": {"value_scale": float(choice["value_scale"]), "z": Z}} if rule == "adaptive" else {}),
         "value_model": model,
         "value": values[model].to_dict(),
         "measured": json.loads(measured.headline.to_json(orient="records", double_precision=15)),
