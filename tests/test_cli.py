@@ -219,11 +219,17 @@ def test_defaults_command_measures_and_writes_a_defaults_file(tmp_path):
     out = run("defaults", "--quick", "--json", "--write", str(path))
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)
-    assert {r["config"] for r in rows} == {"defaults", "chosen without it", "paper eq. 3", "first in, first out"}
+    from memlib.studies.defaults import ADAPTATION
+
+    assert {r["config"] for r in rows} == {"defaults", "chosen without it", "paper eq. 3", "first in, first out"} | set(
+        ADAPTATION
+    )
     assert {r["dataset"] for r in rows} == {"locomo", "longmemeval_s", "realmem"}
     assert {r["metric"] for r in rows} == {"retention", "recall_any@10", "recall_all@10"}
     d = load_defaults(path)
     assert set(d["policy"]) == {"keep_top_value", "beta", "value_weight", "mood_weight"}
+    if "adaptive" in d:  # the adaptive store was chosen: its value scale and interval width go with it
+        assert set(d["adaptive"]) == {"value_scale", "z"} and d["adaptive"]["value_scale"] > 0
     assert d["measured"] == rows  # the file carries the held-out numbers it printed
     assert not [p for p in tmp_path.iterdir() if p.name != "defaults.json"]  # written whole, no leftovers
 

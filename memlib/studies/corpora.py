@@ -53,6 +53,8 @@ class Corpus:
     questions : ndarray, shape (C, 384)
         Embedding of each question.
     question_valence : ndarray, shape (C,)
+    texts : list of str, optional
+        The texts (rows of ``text_id``).
     """
 
     name: str
@@ -64,6 +66,7 @@ class Corpus:
     valence: np.ndarray
     questions: np.ndarray
     question_valence: np.ndarray
+    texts: list | None = None
 
     def subset(self, cases_idx) -> Corpus:
         """Return the corpus of the cases ``cases_idx`` and their histories."""
@@ -81,6 +84,7 @@ class Corpus:
             self.valence,
             self.questions[cases_idx],
             self.question_valence[cases_idx],
+            self.texts,
         )
 
     def shuffled_references(self, seed: int = 0) -> Corpus:
@@ -147,6 +151,7 @@ def load_corpus(data: DataSpec | str, progress: bool = False) -> Corpus:
         val,
         np.asarray(embed_cached(qs, embedding, progress=progress), np.float32),
         emotion_features(qs)[:, 0],
+        list(ds.texts),
     )
     if data.quick and corpus.cases.n_cases > QUICK_CASES:  # evenly spread, so a stream's later questions stay in
         corpus = corpus.subset(np.unique(np.linspace(0, corpus.cases.n_cases - 1, QUICK_CASES).astype(np.int64)))
