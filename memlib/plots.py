@@ -184,6 +184,26 @@ def stream_lines(table: pd.DataFrame, metric: str, k: int | None = None, title: 
     )
 
 
+def hazard_lines(hazard: pd.DataFrame, title: str = "Referred back to, and asked about, by age") -> alt.Chart:
+    """Plot each corpus's relative rate of references and of gold by age in sessions (one panel per corpus).
+
+    ``hazard`` is :attr:`memlib.studies.need.NeedResult.hazard`: a rate of 1 is the corpus's mean
+    over every age, so the two kinds share one scale.
+    """
+    order = list(dict.fromkeys(hazard["sessions_ago"]))
+    return (
+        alt.Chart(hazard.dropna(subset=["relative"]))
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("sessions_ago:O", sort=order, title="sessions ago"),
+            y=alt.Y("relative:Q", title="rate per turn at risk / mean rate"),
+            color=alt.Color("kind:N", title=None),
+        )
+        .properties(width=220, height=200)
+        .facet(column=alt.Column("dataset:N", title=None), title=title)
+    )
+
+
 def transfer_heatmap(summary: pd.DataFrame, model: str, title: str | None = None) -> alt.Chart:
     """Test retention of one value ``model``: a row per place it was learned, a column per test corpus.
 

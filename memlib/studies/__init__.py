@@ -12,7 +12,8 @@
 * :mod:`~.released`, ``released``: the authors' released experiment, rebuilt and taken apart (08);
 * :mod:`~.cues`, ``cues``: what to remember, learned from many cheap cues (09);
 * :mod:`~.transfer`, ``transfer``: learn on some corpora, test on one never seen (10);
-* :mod:`~.usage`, ``usage``: usage history made live by replaying the agent's own retrievals (10).
+* :mod:`~.usage`, ``usage``: usage history made live by replaying the agent's own retrievals (10);
+* :mod:`~.need`, ``need``: what a user's own references say about what they will need (11).
 
 Each module separates pure functions over :class:`~memlib.cases.CaseSet` objects or
 arrays, unit-tested on planted data (e.g. :func:`~.mlp.mlp_ablation_on_cases`), from a
@@ -27,7 +28,7 @@ the Makefile (``python -m memlib study --list``) and ``python -m memlib sweep`` 
 >>> list(STUDIES)[:6]
 ['synthetic', 'factors', 'oracle-blind', 'mlp', 'sweep', 'stream']
 >>> list(STUDIES)[6:]
-['defaults', 'optimisers', 'paper', 'released', 'cues', 'transfer', 'usage']
+['defaults', 'optimisers', 'paper', 'released', 'cues', 'transfer', 'usage', 'need']
 >>> STUDIES["synthetic"].notebook
 '01_synthetic_confounds.md'
 >>> STUDIES["stream"].parameters[:3]
@@ -57,6 +58,7 @@ from memlib.studies import (
     defaults,
     factor_study,
     mlp,
+    need,
     optimisers,
     oracle_blind,
     released,
@@ -161,6 +163,7 @@ STUDIES: dict[str, Study] = {
         Study("cues", cues.cue_study, "summary", "09_cues.md"),
         Study("transfer", transfer.transfer_study, "summary", "10_transfer.md", corpora=transfer.CORPORA),
         Study("usage", usage.usage_study, "table", "10_transfer.md", corpora=transfer.CORPORA),
+        Study("need", need.need_study, "auc", "11_need.md", corpora=need.DATASETS),
     )
 }
 
@@ -177,6 +180,7 @@ _cache.register(
     cues.CueStudyResult,
     transfer.TransferResult,
     usage.UsageResult,
+    need.NeedResult,
 )
 
 #: LongMemEval-S questions the main job (``make``) samples wherever a study would read all 498
@@ -214,6 +218,7 @@ def main_job(paper: bool = False) -> list[list[tuple[str, str, list[str]]]]:
         "defaults": sample,
         "transfer": sample,
         "usage": sample,
+        "need": sample,
         "cues": ["--transfer-from", COMPARE_DATASET, *([] if paper else ["--transfer-sample", str(MAIN_SAMPLE)])],
     }
     first = ("factors", "paper")

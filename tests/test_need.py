@@ -1,0 +1,69 @@
+"""The need study (chapter 11): references by age, their AUC for gold, and each stream's exponent, on planted data."""
+
+import numpy as np
+import pytest
+
+from memlib.studies import need as N
+
+
+def planted(back: int, n_sessions: int = 12, per: int = 4, gold_back: int | None = None, texts=None):
+    """One history of ``n_sessions`` sessions of ``per`` turns; the first user turn of each session from
+    ``back`` on repeats (same embedding) the second user turn of the session ``back`` before it; one
+    question, asked after the history, whose gold is the second user turn of the session ``gold_back``
+    before it."""
+    from memlib.cases import CaseSet
+    from memlib.studies.corpora import Corpus
+
+    n = n_sessions * per
+    rng = np.random.default_rng(0)
+    E = rng.normal(size=(n, 384)).astype(np.float32)
+    E /= np.linalg.norm(E, axis=1, keepdims=True)
+    for s in range(back, n_sessions):
+        E[s * per] = E[(s - back) * per + 2]
+    session = np.repeat(np.arange(n_sessions), per)
+    gold = [(n_sessions - (gold_back or back)) * per + 2]
+    cases = CaseSet.from_haystacks([rng.random((n, 7))], [session.astype(float)], [0], [gold])
+    cues = np.zeros((1, n, 11))
+    cues[0, ::2, 0] = 1.0  # turns 0, 2, ... are the user's: the first turn of each session among them
+    return Corpus("p", cases, cues, session[None], np.arange(n)[None], E, np.zeros(n), E[:1], np.zeros(1), texts)
+
+
+def test_references_peak_at_the_lag_users_reach_back_to():
+    h = N.hazard_table(planted(back=3)).set_index(["kind", "sessions_ago"])
+    refs = h.loc["references"]
+    assert refs.loc["3-4", "events"] == 9  # sessions 3..11 each refer to the session 3 before
+    assert refs["events"].drop("3-4").sum() == 0
+    # every user turn is at risk against every turn of each earlier session, once
+    assert refs["at_risk"].sum() == sum(2 * 4 * s for s in range(12))
+    assert h.loc[("gold", "3-4"), "events"] == 1 and h.loc["gold", "events"].sum() == 1
+
+
+def test_the_exponent_is_positive_for_a_user_who_reaches_back_little_and_zero_without_references():
+    near = N.exponent_table(planted(back=2, n_sessions=40)).iloc[0]
+    assert near["references"] == 38 and near["exponent_best"] > 0 and near["exponent_used"] > 0
+    assert near["exponent_used"] <= near["exponent_best"]  # the interval only pulls toward 0
+    none = planted(back=2, n_sessions=40)
+    none.embeddings[:] = np.eye(384, dtype=np.float32)[np.arange(len(none.embeddings)) % 384]
+    flat = N.exponent_table(none).iloc[0]
+    assert flat["references"] == 0 and flat["exponent_used"] == 0.0
+
+
+def test_a_gold_turn_that_is_referred_back_to_ranks_above_the_rest():
+    # sessions 0..8 each have one turn referred to once (3 sessions later); the gold (session 6) is one
+    # of them: it ranks above the 39 others and ties with 8
+    auc = N.reference_auc(planted(back=3, gold_back=6)).set_index("kind")["auc"]
+    assert auc["embedding"] == pytest.approx((39 + 0.5 * 8) / 47)
+    unreferred = N.reference_auc(planted(back=3, gold_back=1)).set_index("kind")["auc"]
+    assert unreferred["embedding"] < 0.5
+
+
+def test_lexical_references_count_rare_shared_words_only():
+    counts = N.shared_rare_words(["my dog Rex", "Rex is a dog", "hello"] + ["the dog"] * 297)
+    assert counts[0, 1] == 1  # rex: rare; dog: in nearly every text
+    assert counts[0, 2] == 0 and counts[2, 2] == 1  # a text shares its own rare word with itself
+    assert counts.shape == (300, 300) and (counts == counts.T).all()
+
+
+def test_the_study_needs_a_dataset():
+    with pytest.raises(N.ParameterError, match="datasets must name at least one dataset"):
+        N.need_study(datasets=" , ")
