@@ -64,7 +64,7 @@ paper:
 ## the tests marked slow or integration (pyproject.toml) included.
 test: install
 	$(PY) -m memlib notebooks prepare build/nb --quick
-	$(PY) -m pytest tests memlib --doctest-modules --nbval-lax --nbval-current-env build/nb
+	$(PY) -m pytest tests memlib --doctest-modules --nbval-lax --nbval-current-env build/nb --durations=30
 
 ## The unit tests alone (not marked slow): under a minute on 2 cores.
 test-fast: install

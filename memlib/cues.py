@@ -366,7 +366,7 @@ def compute_cues(ds, annotation, embedding: str = "fast", progress: bool = False
         Aligned with ``annotation.cases``: history ``g``, position ``n`` is row
         ``annotation.turn_rows[g, n]`` of ``ds.turns``.
     """
-    from memlib.embeddings import embed_cached
+    from memlib.embeddings import embed_text_table
 
     if annotation.regime != "blind":
         raise ParameterError(f"cues are blind: pass the blind annotation, not the {annotation.regime!r} one")
@@ -400,8 +400,7 @@ def compute_cues(ds, annotation, embedding: str = "fast", progress: bool = False
     seconds["turn"] = time.perf_counter() - t0
 
     t_embed = time.perf_counter()
-    E_text = np.zeros((len(ds.texts), 384), np.float32)
-    E_text[used_texts] = embed_cached([ds.texts[i] for i in used_texts], setting=embedding, progress=progress)
+    E_text = embed_text_table(ds.texts, used_texts, embedding, progress=progress)
     t0 = time.perf_counter()
     seconds["embeddings_from_cache"] = t0 - t_embed
     FP = np.zeros((len(ds.texts), 2))

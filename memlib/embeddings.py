@@ -554,6 +554,27 @@ def embed_cached(
     return vecs[[pos[t] for t in texts]] if len(uniq) != len(texts) else vecs
 
 
+def embed_text_table(texts, used, setting="reference", progress: bool = True, **kwargs) -> np.ndarray:
+    """Embed the texts ``used`` of a dataset's text table: a ``(len(texts), DIM)`` table, zero rows elsewhere.
+
+    The one way the annotation, the cues and the studies embed what a dataset's histories hold:
+    ``table[text_id]`` is then each turn's vector. ``kwargs`` go to :func:`embed_cached`.
+
+    >>> calls = []
+    >>> import memlib.embeddings as E
+    >>> real, E.embed_cached = E.embed_cached, lambda t, *a, **k: calls.append(t) or np.ones((len(t), DIM), np.float32)
+    >>> table = E.embed_text_table(["a", "b", "c"], [0, 2])
+    >>> E.embed_cached = real
+    >>> table.shape, table[:, 0].tolist(), calls
+    ((3, 384), [1.0, 0.0, 1.0], [['a', 'c']])
+    """
+    used = np.asarray(used, dtype=np.int64)
+    table = np.zeros((len(texts), DIM), np.float32)
+    if len(used):
+        table[used] = embed_cached([texts[i] for i in used], setting, progress=progress, **kwargs)
+    return table
+
+
 def _renamed(old: str, new: str) -> None:
     message = f"memlib.embeddings.{old} is deprecated: use memlib.embeddings.{new}"
     warnings.warn(message, DeprecationWarning, stacklevel=3)

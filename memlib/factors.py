@@ -84,7 +84,15 @@ from memlib._cachefiles import safe_name as _safe_name
 from memlib._checks import ParameterError, check_choice
 from memlib.cases import CaseSet
 from memlib.datasets import Dataset, DatasetError
-from memlib.embeddings import cache_folder_ok, cache_root, check_device, embed_cached, report_unwritable, set_aside
+from memlib.embeddings import (
+    cache_folder_ok,
+    cache_root,
+    check_device,
+    embed_cached,
+    embed_text_table,
+    report_unwritable,
+    set_aside,
+)
 
 # The parts of the annotator that live in their own modules: their public names are importable from
 # here too (studies, the store, tests and notebooks read them as memlib.factors.<name>; see __all__).
@@ -342,14 +350,7 @@ def annotate(
     turns = sub.turns
     text_ids = turns["text_id"].to_numpy()
     used_texts = np.unique(text_ids)
-    E_text = np.zeros((len(ds.texts), 384), np.float32)
-    E_text[used_texts] = embed_cached(
-        [ds.texts[i] for i in used_texts],
-        setting,
-        progress=progress,
-        use_cache=use_cache,
-        device=device,
-    )
+    E_text = embed_text_table(ds.texts, used_texts, setting, progress=progress, use_cache=use_cache, device=device)
     t_embedded = time.perf_counter()
     E = E_text[text_ids]
     if read["emotion"] == "rules":

@@ -202,7 +202,7 @@ def position_inputs(ds, annotation, embedding_setting="fast", progress: bool = F
     user : ndarray, shape (G, N), bool
         True where the position is a user's turn.
     """
-    from memlib.embeddings import embed_cached
+    from memlib.embeddings import DIM, embed_cached
 
     turn_rows = np.asarray(annotation.turn_rows)
     valid = turn_rows >= 0
@@ -212,7 +212,7 @@ def position_inputs(ds, annotation, embedding_setting="fast", progress: bool = F
     rows = rows.reshape(turn_rows.shape)
     if len(used) and used[0] == -1:  # padding: its own row of zeros
         texts = [ds.texts[i] for i in used[1:]]
-        vectors = np.zeros((len(used), 384), np.float32)
+        vectors = np.zeros((len(used), DIM), np.float32)
         if texts:
             vectors[1:] = embed_cached(texts, setting=embedding_setting, progress=progress)
     else:

@@ -7,6 +7,7 @@ import pytest
 
 from memlib import FACTORS
 from memlib import datasets as D
+from memlib import embeddings as Emb
 from memlib import factors as Fm
 from memlib import online as O
 from memlib.store import MemoryStore
@@ -194,6 +195,7 @@ def spy(monkeypatch):
 
 def test_factors_annotate_runs_the_online_annotator(spy, monkeypatch):
     monkeypatch.setattr(Fm, "embed_cached", fake_embed)
+    monkeypatch.setattr(Emb, "embed_cached", fake_embed)  # the text table (embed_text_table)
     ann = Fm.annotate(tiny_dataset(), "blind", use_cache=False, progress=False)
     assert spy == [5]  # one step over the one history
     F = ann.cases.factors[0, : ann.cases.length[0]]

@@ -119,7 +119,7 @@ class Corpus:
 def load_corpus(data: DataSpec | str, progress: bool = False) -> Corpus:
     """Load the blind (paper) annotation of ``data``, its store cues, sessions, embeddings and valences."""
     from memlib.cues import compute_cues
-    from memlib.embeddings import embed_cached
+    from memlib.embeddings import embed_cached, embed_text_table
     from memlib.factors import emotion_features
 
     data = DataSpec.of(data).reads("defaults", *READS)
@@ -135,8 +135,7 @@ def load_corpus(data: DataSpec | str, progress: bool = False) -> Corpus:
     sess_code = pd.factorize(ds.turns["session"])[0]
     text_ids = ds.turns["text_id"].to_numpy()
     used = np.unique(text_ids[rr[valid]])
-    E = np.zeros((len(ds.texts), 384), np.float32)
-    E[used] = embed_cached([ds.texts[i] for i in used], embedding, progress=progress)
+    E = embed_text_table(ds.texts, used, embedding, progress=progress)
     val = np.zeros(len(ds.texts))
     val[used] = emotion_features([ds.texts[i] for i in used])[:, 0]
     usable = ds.usable()

@@ -449,13 +449,12 @@ def stream_histories(ds) -> StreamHistories:
 
 def _turn_inputs(ds, hs: StreamHistories, setting: str, progress: bool):
     """Per turn of ``ds``: its embedding and emotion (from the caches the annotation filled); the questions' too."""
-    from memlib.embeddings import embed_cached
+    from memlib.embeddings import embed_cached, embed_text_table
     from memlib.factors import emotion_and_valence
 
     text_ids = ds.turns["text_id"].to_numpy()
     uniq = np.unique(text_ids[np.concatenate(hs.rows)])
-    E_text = np.zeros((len(ds.texts), 384), np.float32)
-    E_text[uniq] = embed_cached([ds.texts[i] for i in uniq], setting, progress=progress)
+    E_text = embed_text_table(ds.texts, uniq, setting, progress=progress)
     emo_text = np.zeros(len(ds.texts))
     emo_text[uniq] = emotion_and_valence([ds.texts[i] for i in uniq])[0]
     questions = hs.cases["question"].tolist()
