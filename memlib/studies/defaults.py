@@ -462,7 +462,49 @@ def choose_defaults(
     }
 
 
+#: The README's held-out table: its columns, each a (config, metric) of the headline.
+README_COLUMNS = (
+    ("gold held: shipped defaults", "defaults", "retention"),
+    ("chosen without it", "chosen without it", "retention"),
+    ("prior only", "prior only", "retention"),
+    ("paper eq. 3", "paper eq. 3", "retention"),
+    ("first in, first out", "first in, first out", "retention"),
+    ("defaults recall_any@10", "defaults", "recall_any@10"),
+)
+_README_NAMES = {"locomo": "LoCoMo", "longmemeval_s": "LongMemEval-S", "realmem": "RealMem"}
+
+
+def readme_table(measured: list[dict]) -> str:
+    """Return the README's held-out table (Markdown) from a defaults file's ``measured`` records.
+
+    The README shows what ``memlib/defaults.json`` measured, never figures typed by hand
+    (``tests/test_readme.py`` checks that the two agree). A column the records do not hold is left out.
+
+    >>> rows = [{"dataset": "locomo", "config": c, "metric": "retention", "mean": 0.5, "ci_low": 0.4, "ci_high": 0.6}
+    ...         for c in ("defaults", "paper eq. 3")]
+    >>> print(readme_table(rows))
+    | corpus left out | gold held: shipped defaults | paper eq. 3 |
+    |---|---|---|
+    | LoCoMo | 0.500 [0.400, 0.600] | 0.500 |
+    """
+    at = {(r["dataset"], r["config"], r["metric"]): r for r in measured}
+    datasets = list(dict.fromkeys(r["dataset"] for r in measured))
+    cols = [c for c in README_COLUMNS if any((d, c[1], c[2]) in at for d in datasets)]
+    lines = ["| corpus left out | " + " | ".join(c[0] for c in cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for d in datasets:
+        cells = []
+        for i, (_, config, metric) in enumerate(cols):
+            r = at.get((d, config, metric))
+            cell = "" if r is None else f"{r['mean']:.3f}"
+            if r is not None and i == 0:
+                cell += f" [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
+            cells.append(cell)
+        lines.append(f"| {_README_NAMES.get(d, d)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 __all__ = [
+    "readme_table",
     "BETAS",
     "DATASETS",
     "DefaultsResult",
