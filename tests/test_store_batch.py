@@ -342,7 +342,7 @@ def test_the_default_embedder_is_the_direct_encoder_at_the_fast_setting(monkeypa
     assert seen[-1] == (["Warming up: I am so glad to meet you!"], "fast")
 
 
-def test_encode_calls_the_model_once_without_a_cache(monkeypatch, tmp_path):
+def test_embed_uncached_calls_the_model_once_without_a_cache(monkeypatch, tmp_path):
     import memlib.embeddings as Emb
 
     calls = []
@@ -355,7 +355,7 @@ def test_encode_calls_the_model_once_without_a_cache(monkeypatch, tmp_path):
     lengths = []
     monkeypatch.setattr(Emb, "load_model", lambda n, device=None: lengths.append(n) or Model())
     monkeypatch.setenv("MEMLIB_CACHE_DIR", str(tmp_path))
-    E = Emb.encode(["a", "bb", "a"])
+    E = Emb.embed_uncached(["a", "bb", "a"])
     assert E.shape == (3, 384) and E.dtype == np.float32
     assert lengths == [128]
     assert calls == [
@@ -365,11 +365,11 @@ def test_encode_calls_the_model_once_without_a_cache(monkeypatch, tmp_path):
         )
     ]
     assert list(tmp_path.iterdir()) == []  # nothing written
-    assert Emb.encode([]).shape == (0, 384) and len(calls) == 1
+    assert Emb.embed_uncached([]).shape == (0, 384) and len(calls) == 1
     with pytest.raises(ParameterError, match="texts must be strings, got int at position 1"):
-        Emb.encode(["a", 3])
+        Emb.embed_uncached(["a", 3])
     with pytest.raises(ParameterError, match="embedding setting must be one of reference, fast"):
-        Emb.encode(["a"], setting="quick")
+        Emb.embed_uncached(["a"], setting="quick")
 
 
 def test_importing_memlib_or_making_a_store_loads_no_model():
