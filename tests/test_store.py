@@ -530,15 +530,6 @@ def test_weights_set_the_paper_value_and_are_only_a_setting_of_a_cue_store():
         st.value = "mine"
 
 
-def test_value_model_is_the_deprecated_view_of_the_value():
-    st, _ = filled_store()
-    with pytest.warns(DeprecationWarning, match="read MemoryStore.value"):
-        assert st.value_model is None
-    cue = MemoryStore()
-    with pytest.warns(DeprecationWarning):
-        assert cue.value_model is cue.value
-
-
 def test_a_store_pickled_before_the_value_protocol_unpickles(tmp_path):
     import copy
 
