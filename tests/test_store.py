@@ -191,7 +191,7 @@ def test_one_registry_builds_saves_and_loads_every_policy(tmp_path):
         st.add("a turn", time=0.0, embedding=unit(rng))
         st.save(tmp_path / f"{name}.npz")
         assert MemoryStore.load(tmp_path / f"{name}.npz").policy.name == name
-    keep = MemoryStore(policy=make_policy("learned_V", keep_top_value=True, beta=2.0))
+    keep = MemoryStore(policy=make_policy("value", keep_top_value=True, beta=2.0))
     keep.add("a turn", time=0.0, embedding=unit(rng))
     keep.save(tmp_path / "keep.npz")
     assert MemoryStore.load(tmp_path / "keep.npz").policy.config() == keep.policy.config()
