@@ -1,6 +1,6 @@
 """The store in an agent loop (issue 13): add_many and retrieve_many give exactly what add and
-retrieve give one by one, with one embedder call per batch; the embedder= parameter, its
-deprecated alias embed=, and clear errors for a bad embedder. A fake embedder keeps these fast:
+retrieve give one by one, with one embedder call per batch; the embedder= parameter (embed=, its
+name before 0.2.0, is gone), and clear errors for a bad embedder. A fake embedder keeps these fast:
 no test here loads the model."""
 
 import subprocess
@@ -241,30 +241,25 @@ def test_the_embedder_is_used_for_add_and_retrieve():
     np.testing.assert_allclose(st.embeddings[0], fake_embed(["I am allergic to peanuts."])[0], rtol=1e-6)
 
 
-def test_embed_is_a_deprecated_alias_of_embedder(tmp_path):
+def test_the_embedder_has_one_name_in_the_store_load_and_open(tmp_path):
     emb = Counting()
-    with pytest.warns(DeprecationWarning, match=r"MemoryStore\(embed=...\) is deprecated: pass embedder="):
-        st = MemoryStore(embed=emb)
-    st.add("hello", time=0.0)
-    assert emb.calls == [["hello"]]
-    st.save(tmp_path / "s.npz")
-    with pytest.warns(DeprecationWarning, match=r"MemoryStore.load\(embed=...\)"):
-        back = MemoryStore.load(tmp_path / "s.npz", embed=emb)
-    with pytest.warns(DeprecationWarning, match=r"MemoryStore.open\(embed=...\)"):
-        dur = MemoryStore.open(tmp_path / "s.db", embed=emb)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the name warns about nothing
+        st = MemoryStore(embedder=emb)
+        st.add("hello", time=0.0)
+        st.save(tmp_path / "s.npz")
+        back = MemoryStore.load(tmp_path / "s.npz", embedder=emb)
+        dur = MemoryStore.open(tmp_path / "s.db", embedder=emb)
     back.retrieve("hi", k=1)
     dur.add("again", time=1.0)
-    assert emb.calls[1:] == [["hi"], ["again"]]
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the new name warns about nothing
-        MemoryStore(embedder=emb)
-        MemoryStore.load(tmp_path / "s.npz", embedder=emb)
-    for make in (
-        lambda: MemoryStore(embedder=emb, embed=emb),
-        lambda: MemoryStore.load(tmp_path / "s.npz", embedder=emb, embed=emb),
-        lambda: MemoryStore.open(tmp_path / "t.db", embedder=emb, embed=emb),
+    assert emb.calls == [["hello"], ["hi"], ["again"]]
+    dur.close()
+    for make in (  # embed=, the name before 0.2.0: Python's TypeError, and no file is made
+        lambda: MemoryStore(embed=emb),
+        lambda: MemoryStore.load(tmp_path / "s.npz", embed=emb),
+        lambda: MemoryStore.open(tmp_path / "t.db", embed=emb),
     ):
-        with pytest.raises(ParameterError, match="pass embedder= only .embed= is its deprecated old name., not both"):
+        with pytest.raises(TypeError, match="unexpected keyword argument 'embed'"):
             make()
     assert not (tmp_path / "t.db").exists()
 
