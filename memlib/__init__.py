@@ -60,7 +60,7 @@ Examples
 from memlib._checks import ParameterError
 
 #: The version, the project's one version source (pyproject.toml reads it).
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 #: The seven memory-value factors, in the paper's order (Table 1).
 FACTORS = (
