@@ -30,8 +30,7 @@ what a 2 KB one does, and every ordinary text embeds exactly as it did uncut.
 :func:`embed_cached` goes through the cache (for datasets, embedded once and
 reused); :func:`embed_uncached` calls the model directly (for a memory store in
 an agent loop, where hashing and shard writes would cost more than the texts
-themselves). Their old names, :func:`embed` and :func:`encode`, still work and
-raise a :class:`DeprecationWarning`.
+themselves).
 
 >>> cache = EmbeddingCache(tempfile.mkdtemp(), model_tag="test", max_seq_length=8)
 >>> cache.put(["a"], np.ones((1, 4), np.float32))
@@ -410,7 +409,6 @@ def embed_uncached(texts, setting="fast", device: str | None = None, batch_size:
     setting; loaded on the first call and kept) encodes
     the texts in one call, and nothing is hashed or written to disk. Use
     :func:`embed_cached` instead to embed a dataset once and reuse the vectors.
-    :func:`encode` is its deprecated old name.
 
     Parameters
     ----------
@@ -467,8 +465,7 @@ def embed_cached(
 
     For datasets: a text embedded once is read back from the cache by every
     later call. Use :func:`embed_uncached` for a few texts at a time (an agent
-    loop). :func:`embed` is its deprecated old name (whose ``max_seq_length``
-    argument is ``setting`` here).
+    loop).
 
     Parameters
     ----------
@@ -573,27 +570,3 @@ def embed_text_table(texts, used, setting="reference", progress: bool = True, **
     if len(used):
         table[used] = embed_cached([texts[i] for i in used], setting, progress=progress, **kwargs)
     return table
-
-
-def _renamed(old: str, new: str) -> None:
-    message = f"memlib.embeddings.{old} is deprecated: use memlib.embeddings.{new}"
-    warnings.warn(message, DeprecationWarning, stacklevel=3)
-
-
-def encode(texts, setting="fast", device: str | None = None, batch_size: int = 64) -> np.ndarray:
-    """Embed ``texts`` without the disk cache: the deprecated old name of :func:`embed_uncached`.
-
-    The same arguments and result; each call raises a :class:`DeprecationWarning`.
-    """
-    _renamed("encode", "embed_uncached")
-    return embed_uncached(texts, setting, device, batch_size)
-
-
-def embed(texts, max_seq_length=256, *args, **kwargs) -> np.ndarray:
-    """Embed ``texts`` through the disk cache: the deprecated old name of :func:`embed_cached`.
-
-    The same arguments and result (``max_seq_length`` is :func:`embed_cached`'s
-    ``setting``); each call raises a :class:`DeprecationWarning`.
-    """
-    _renamed("embed", "embed_cached")
-    return embed_cached(texts, max_seq_length, *args, **kwargs)

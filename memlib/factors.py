@@ -69,7 +69,6 @@ import hashlib
 import inspect
 import json
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -217,8 +216,7 @@ def _with_replayed_usage(ds, regime, args: dict):
 
     kw = {k: args[k] for k in inspect.signature(annotate).parameters if k not in ("ds", "regime")}
     ann = annotate(ds, regime, **{**kw, "retrievals": None})
-    setting = kw["max_seq_length"] if kw["max_seq_length"] is not None else kw["embedding"] or kw["embedding_setting"]
-    _, factor = replay_annotation(ds, ann, embedding_setting=setting, progress=kw["progress"])
+    _, factor = replay_annotation(ds, ann, embedding_setting=kw["embedding_setting"], progress=kw["progress"])
     inert = [f for f in ann.inert if f != "usage_history"] if factor.any() else ann.inert
     return dataclasses.replace(ann, cases=with_usage(ann.cases, factor), inert=inert)
 
@@ -238,8 +236,6 @@ def annotate(
     retrievals=None,
     use_cache: bool = True,
     progress: bool = True,
-    max_seq_length: int | None = None,
-    embedding=None,
 ) -> Annotation:
     """Annotate every usable case of ``ds`` with the seven factors in one regime.
 
@@ -284,11 +280,6 @@ def annotate(
     use_cache : bool
         Load / store the factor table in ``data/cache/factors`` (keyed by
         :func:`fingerprint`) and the embeddings in the embedding cache.
-    max_seq_length : int, optional
-        Deprecated spelling of ``embedding_setting`` as a number of word pieces.
-    embedding : {'reference', 'fast', 'int8'} or int, optional
-        Deprecated old name of ``embedding_setting`` (a :class:`DeprecationWarning`;
-        :class:`memlib.store.MemoryStore` calls a vector ``embedding``).
     """
     from memlib.embeddings import resolve_setting
 
@@ -311,15 +302,7 @@ def annotate(
         )
     if device is not None:  # before a cached table makes the device moot
         check_device(device)
-    if embedding is not None:
-        if embedding_setting != "reference":
-            raise ParameterError("annotate: pass embedding_setting= only (embedding= is its deprecated old name)")
-        warnings.warn(
-            "annotate(embedding=...) is deprecated: pass embedding_setting=...", DeprecationWarning, stacklevel=2
-        )
-        embedding_setting = embedding
-    setting = max_seq_length if max_seq_length is not None else embedding_setting
-    max_seq_length, backend = resolve_setting(setting)
+    max_seq_length, backend = resolve_setting(embedding_setting)
     t0 = time.perf_counter()
     usable = ds.usable()
     options = {
@@ -350,7 +333,9 @@ def annotate(
     turns = sub.turns
     text_ids = turns["text_id"].to_numpy()
     used_texts = np.unique(text_ids)
-    E_text = embed_text_table(ds.texts, used_texts, setting, progress=progress, use_cache=use_cache, device=device)
+    E_text = embed_text_table(
+        ds.texts, used_texts, embedding_setting, progress=progress, use_cache=use_cache, device=device
+    )
     t_embedded = time.perf_counter()
     E = E_text[text_ids]
     if read["emotion"] == "rules":
@@ -365,7 +350,7 @@ def annotate(
     )
     value_vec = None
     if value_profile:
-        value_vec = embed_cached([value_profile], setting, progress=False, use_cache=use_cache)[0]
+        value_vec = embed_cached([value_profile], embedding_setting, progress=False, use_cache=use_cache)[0]
     if task_utility is not None:
         task_col = np.asarray(task_utility(turns["text"].tolist()), dtype=float)
         if (
@@ -393,7 +378,9 @@ def annotate(
         anchor.prepare(sub, E)
     per_question, qvecs = anchor is not None and anchor.per_question, None
     if per_question:
-        qvecs = embed_cached(usable.cases["question"].tolist(), setting, progress=progress, use_cache=use_cache)
+        qvecs = embed_cached(
+            usable.cases["question"].tolist(), embedding_setting, progress=progress, use_cache=use_cache
+        )
     roles = turns["role"].to_numpy()
     speakers = turns["speaker"].to_numpy()
     t_days = ((turns["timestamp"] - day_zero) / pd.Timedelta(days=1)).to_numpy()

@@ -25,8 +25,6 @@ it a coarse factor would be scored as if it always lost its ties.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
 from memlib import FACTORS
@@ -109,16 +107,3 @@ def haystack_draws(cases: CaseSet, seed: int = 0) -> np.ndarray:
         digest = hashlib.sha256((keys[h] or str(h)).encode("utf-8", "surrogatepass")).digest()
         out[h] = np.random.default_rng([int(seed), int.from_bytes(digest[:8], "little")]).random(N)
     return out
-
-
-def __getattr__(name: str):
-    """``POLICIES``, the old name of :data:`SCORING_RULES`, with a :class:`DeprecationWarning`."""
-    if name == "POLICIES":
-        warnings.warn(
-            "memlib.scoring.POLICIES is deprecated: use memlib.scoring.SCORING_RULES "
-            "(memlib.store.POLICIES is the store's forgetting policies)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return SCORING_RULES
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -118,23 +118,37 @@ def test_recency_forgetting_ignores_retrieval():
     assert kept(st) == set(ids[-2:])
 
 
-def test_the_old_store_policy_name_learned_v_warns_and_builds_the_value_policy(tmp_path):
-    """``learned_V`` is the Table 3 scoring rule's name; the store's own policy is ``value`` now."""
+def test_the_old_store_policy_name_learned_v_is_an_error_that_names_value():
+    """``learned_V`` is the Table 3 scoring rule's name; the store's own policy is ``value`` (since 0.2.0)."""
+    from memlib import ParameterError
     from memlib.store import POLICIES, ValuePolicy, make_policy
-    from memlib.store.policies import RENAMED
+    from memlib.store.policies import OLD_NAMES
 
-    assert RENAMED == {"learned_V": "value"} and "learned_V" not in POLICIES and POLICIES["value"] is ValuePolicy
-    new = make_policy("value", beta=2.0, keep_top_value=True)
-    with pytest.warns(DeprecationWarning, match="the store policy 'learned_V' is now named 'value'") as seen:
-        old = make_policy("learned_V", beta=2.0, keep_top_value=True)
-    assert seen[0].filename == __file__  # the warning points at the caller
-    assert type(old) is ValuePolicy and old.name == "value" and old.config() == new.config()
-    with pytest.warns(DeprecationWarning, match="now named 'value'"):
-        assert POLICIES["learned_V"] is ValuePolicy
+    assert OLD_NAMES == {"learned_V": "value"} and "learned_V" not in POLICIES and POLICIES["value"] is ValuePolicy
+    with pytest.raises(ParameterError, match=r"the store policy 'learned_V' is named 'value' .*make_policy\('value'\)"):
+        make_policy("learned_V", beta=2.0, keep_top_value=True)
     with pytest.raises(KeyError):
-        POLICIES["lru"]
-    # a store file names its policy's class, so one saved under either name loads the same policy
-    st = planted_store(old, [0.1, 0.2])[0]
+        POLICIES["learned_V"]
+
+
+def test_a_store_file_of_the_value_policy_written_by_0_1_loads_without_a_warning(tmp_path):
+    """A store file names its policy's class (``ValuePolicy``, whatever the registry calls it): files load unchanged."""
+    import json
+    import warnings
+
+    from memlib.store import ValuePolicy, make_policy
+
+    policy = make_policy("value", beta=2.0, keep_top_value=True)
+    st = planted_store(policy, [0.1, 0.2])[0]
     st.save(tmp_path / "old.npz")
-    back = MemoryStore.load(tmp_path / "old.npz")
-    assert type(back.policy) is ValuePolicy and back.policy.config() == new.config()
+    st.persist(tmp_path / "old.db").close()
+    with np.load(tmp_path / "old.npz") as z:
+        assert json.loads(str(z["header"]))["policy"] == "ValuePolicy"  # what 0.1 wrote too
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        back = MemoryStore.load(tmp_path / "old.npz")
+        again = MemoryStore.open(tmp_path / "old.db")
+    for loaded in (back, again):
+        assert type(loaded.policy) is ValuePolicy and loaded.policy.config() == policy.config()
+        assert loaded.items() == st.items()
+    again.close()

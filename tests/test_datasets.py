@@ -330,21 +330,17 @@ def test_a_column_the_cache_cannot_store_is_refused():
         D._dataset_arrays(ds)
 
 
-def test_sha256_file_reads_in_full_or_once_per_process_and_file_sha256_is_its_cached_form(tmp_path, monkeypatch):
-    """One name, sha256_file: ``cached=True`` is what file_sha256 (its old name, still there, warning) did."""
+def test_sha256_file_reads_in_full_or_once_per_process(tmp_path, monkeypatch):
+    """One name, sha256_file: ``cached=True`` reads a file once per process while it is unchanged."""
     path = tmp_path / "data.json"
     path.write_bytes(b"[1, 2, 3]")
     digest = hashlib.sha256(b"[1, 2, 3]").hexdigest()
-    old_name = r"file_sha256 is deprecated: use memlib.datasets.sha256_file\(path, cached=True\)"
-    with pytest.warns(DeprecationWarning, match=old_name):
-        assert D.sha256_file(path) == D.sha256_file(path, cached=True) == D.file_sha256(path) == digest
+    assert D.sha256_file(path) == D.sha256_file(path, cached=True) == digest
     reads = []
     real = D.sha256_file
     monkeypatch.setattr(D, "sha256_file", lambda p, cached=False: reads.append(cached) or real(p, cached))
     for _ in range(3):  # remembered: the cached form reads the file no more
-        with pytest.warns(DeprecationWarning, match=old_name):
-            assert D.file_sha256(path) == digest
+        assert real(path, cached=True) == digest
     assert reads == []
     path.write_bytes(b"[1, 2, 3, 4]")  # a changed file (another size) is read again
-    with pytest.warns(DeprecationWarning, match=old_name):
-        assert D.file_sha256(path) == hashlib.sha256(b"[1, 2, 3, 4]").hexdigest() and reads == [False]
+    assert real(path, cached=True) == hashlib.sha256(b"[1, 2, 3, 4]").hexdigest() and reads == [False]

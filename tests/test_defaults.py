@@ -121,9 +121,9 @@ def test_the_shipped_defaults_drive_a_default_store(tmp_path):
     p = ValuePolicy()
     assert p.config() == {k: d["policy"][k] for k in ("beta", "value_weight", "mood_weight", "keep_top_value")}
     st = MemoryStore()
-    assert st.value_model == d["value"]
-    assert MemoryStore(value="paper").value_model is None
-    assert MemoryStore(weights=np.ones(7)).value_model is None
+    assert st.value == d["value"]
+    assert isinstance(MemoryStore(value="paper").value, LinearValue)
+    assert isinstance(MemoryStore(weights=np.ones(7)).value, LinearValue)
     with pytest.raises(ParameterError, match="not both"):
         MemoryStore(weights=np.ones(7), value=d["value"])
     # the cue value survives both file formats
@@ -132,11 +132,11 @@ def test_the_shipped_defaults_drive_a_default_store(tmp_path):
     st.add("ok", time=0.1, embedding=e[1])
     st.save(tmp_path / "s.npz")
     back = MemoryStore.load(tmp_path / "s.npz")
-    assert back.value_model == d["value"] and back.items() == st.items()
+    assert back.value == d["value"] and back.items() == st.items()
     db = st.persist(tmp_path / "s.db")
     db.close()
     again = MemoryStore.open(tmp_path / "s.db")
-    assert again.value_model == d["value"]
+    assert again.value == d["value"]
     np.testing.assert_allclose(again.values(), st.values())
     assert "contrib_user*first_person" in again.explain(0)
 

@@ -199,25 +199,18 @@ def test_the_cache_is_the_one_memlib_embeddings_names(tmp_path, monkeypatch):
     assert model.calls == 1 and out.shape == (2, 384) and len(cache) == 2
 
 
-def test_the_old_names_embed_and_encode_still_work_and_warn(tmp_path, monkeypatch):
-    """embed is embed_cached and encode is embed_uncached under their old names, with a DeprecationWarning."""
+def test_embed_cached_and_embed_uncached_warn_about_nothing_and_the_0_1_names_are_gone(tmp_path, monkeypatch):
+    """embed and encode, the 0.1 names of embed_cached and embed_uncached, were removed in 0.2.0."""
     model = FakeModel()
     monkeypatch.setattr(Emb, "load_model", lambda *a, **k: model)
     texts = ["a", "bb", "a"]
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the new names warn about nothing
+        warnings.simplefilter("error")
         cached = Emb.embed_cached(
             texts, 128, cache=Emb.EmbeddingCache(tmp_path / "new", max_seq_length=128), progress=False
         )
         uncached = Emb.embed_uncached(texts, "fast")
-    with pytest.warns(DeprecationWarning, match=r"memlib.embeddings.embed is deprecated: use .*\.embed_cached"):
-        old = Emb.embed(
-            texts, max_seq_length=128, cache=Emb.EmbeddingCache(tmp_path / "old", max_seq_length=128), progress=False
-        )
-    np.testing.assert_array_equal(old, cached)
-    assert len(Emb.EmbeddingCache(tmp_path / "old", max_seq_length=128)) == 2  # it went through the cache
-    with pytest.warns(DeprecationWarning, match=r"memlib.embeddings.encode is deprecated: use .*\.embed_uncached"):
-        old = Emb.encode(texts, setting="fast")
-    np.testing.assert_array_equal(old, uncached)
-    with pytest.warns(DeprecationWarning), pytest.raises(ParameterError, match="CPU only"):
-        Emb.encode(["a"], setting="int8", device="cuda")  # the same checks, under the old name too
+    np.testing.assert_allclose(cached, uncached, rtol=1e-6)
+    for old in ("embed", "encode"):
+        with pytest.raises(AttributeError, match=f"has no attribute '{old}'"):
+            getattr(Emb, old)

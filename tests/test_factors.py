@@ -233,7 +233,7 @@ def test_cache_path_stays_inside_the_cache_root(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_annotation_reports_options_and_peak_memory(lme):
-    ann = Fm.annotate(lme, "blind", factor_set="extended", embedding="fast", use_cache=False, progress=False)
+    ann = Fm.annotate(lme, "blind", factor_set="extended", embedding_setting="fast", use_cache=False, progress=False)
     assert ann.info["factor_set"] == "extended" and ann.info["max_seq_length"] == 128
     assert ann.info["peak_rss_gb"] > 0 and ann.info["seconds_beyond_embedding"] >= 0
     with pytest.raises(ParameterError, match="factor_set"):
@@ -339,14 +339,12 @@ def test_the_cache_key_hashes_every_module_the_annotator_runs():
     assert {"text_cues.py", "goal_anchors.py", "factor_sets.py", "factor_table.py"} <= set(Fm.SOURCE_FILES)
 
 
-def test_annotate_names_its_setting_embedding_setting_and_still_takes_embedding(lme, fake_model):
-    """``embedding`` is a vector in MemoryStore.add; annotate's setting is ``embedding_setting`` (old name warns)."""
+def test_annotate_names_its_setting_embedding_setting_only(lme, fake_model):
+    """``embedding`` is a vector in MemoryStore.add; annotate's setting is ``embedding_setting`` (no other name)."""
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the new name warns about nothing
-        new = Fm.annotate(lme, "blind", embedding_setting="fast", use_cache=False, progress=False)
-    with pytest.warns(DeprecationWarning, match=r"annotate\(embedding=\.\.\.\) is deprecated: pass embedding_setting="):
-        old = Fm.annotate(lme, "blind", embedding="fast", use_cache=False, progress=False)
-    np.testing.assert_array_equal(old.cases.factors, new.cases.factors)
-    assert old.info["max_seq_length"] == new.info["max_seq_length"] == 128
-    with pytest.raises(ParameterError, match="pass embedding_setting= only"):
-        Fm.annotate(lme, "blind", embedding_setting="fast", embedding="fast", use_cache=False, progress=False)
+        warnings.simplefilter("error")  # the name warns about nothing
+        ann = Fm.annotate(lme, "blind", embedding_setting="fast", use_cache=False, progress=False)
+    assert ann.info["max_seq_length"] == 128
+    for old in ({"embedding": "fast"}, {"max_seq_length": 128}):
+        with pytest.raises(TypeError, match=f"unexpected keyword argument '{next(iter(old))}'"):
+            Fm.annotate(lme, "blind", use_cache=False, progress=False, **old)

@@ -125,13 +125,12 @@ def test_policy_errors_are_clear():
     assert "recency_only" in SCORING_RULES and "random" in SCORING_RULES
 
 
-def test_policies_is_the_deprecated_name_of_the_scoring_rules():
+def test_the_scoring_rules_have_one_name():
+    """SCORING_RULES: POLICIES, its 0.1 name, is the store's forgetting policies only (memlib.store.POLICIES)."""
     import memlib.scoring as scoring
 
-    with pytest.warns(DeprecationWarning, match="use memlib.scoring.SCORING_RULES"):
-        assert scoring.POLICIES == SCORING_RULES
-    with pytest.raises(AttributeError, match="no attribute 'RULES'"):
-        scoring.RULES  # noqa: B018
+    with pytest.raises(AttributeError, match="no attribute 'POLICIES'"):
+        scoring.POLICIES  # noqa: B018
 
 
 def old_padded_scores(ev, w):

@@ -191,7 +191,7 @@ def test_one_registry_builds_saves_and_loads_every_policy(tmp_path):
         st.add("a turn", time=0.0, embedding=unit(rng))
         st.save(tmp_path / f"{name}.npz")
         assert MemoryStore.load(tmp_path / f"{name}.npz").policy.name == name
-    keep = MemoryStore(policy=make_policy("learned_V", keep_top_value=True, beta=2.0))
+    keep = MemoryStore(policy=make_policy("value", keep_top_value=True, beta=2.0))
     keep.add("a turn", time=0.0, embedding=unit(rng))
     keep.save(tmp_path / "keep.npz")
     assert MemoryStore.load(tmp_path / "keep.npz").policy.config() == keep.policy.config()
@@ -528,15 +528,6 @@ def test_weights_set_the_paper_value_and_are_only_a_setting_of_a_cue_store():
         st.weights = -np.ones(7)
     with pytest.raises(ParameterError, match="value must be a memlib.value.CueValue"):
         st.value = "mine"
-
-
-def test_value_model_is_the_deprecated_view_of_the_value():
-    st, _ = filled_store()
-    with pytest.warns(DeprecationWarning, match="read MemoryStore.value"):
-        assert st.value_model is None
-    cue = MemoryStore()
-    with pytest.warns(DeprecationWarning):
-        assert cue.value_model is cue.value
 
 
 def test_a_store_pickled_before_the_value_protocol_unpickles(tmp_path):

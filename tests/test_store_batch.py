@@ -1,6 +1,6 @@
 """The store in an agent loop (issue 13): add_many and retrieve_many give exactly what add and
-retrieve give one by one, with one embedder call per batch; the embedder= parameter, its
-deprecated alias embed=, and clear errors for a bad embedder. A fake embedder keeps these fast:
+retrieve give one by one, with one embedder call per batch; the embedder= parameter (embed=, its
+name before 0.2.0, is gone), and clear errors for a bad embedder. A fake embedder keeps these fast:
 no test here loads the model."""
 
 import subprocess
@@ -241,30 +241,25 @@ def test_the_embedder_is_used_for_add_and_retrieve():
     np.testing.assert_allclose(st.embeddings[0], fake_embed(["I am allergic to peanuts."])[0], rtol=1e-6)
 
 
-def test_embed_is_a_deprecated_alias_of_embedder(tmp_path):
+def test_the_embedder_has_one_name_in_the_store_load_and_open(tmp_path):
     emb = Counting()
-    with pytest.warns(DeprecationWarning, match=r"MemoryStore\(embed=...\) is deprecated: pass embedder="):
-        st = MemoryStore(embed=emb)
-    st.add("hello", time=0.0)
-    assert emb.calls == [["hello"]]
-    st.save(tmp_path / "s.npz")
-    with pytest.warns(DeprecationWarning, match=r"MemoryStore.load\(embed=...\)"):
-        back = MemoryStore.load(tmp_path / "s.npz", embed=emb)
-    with pytest.warns(DeprecationWarning, match=r"MemoryStore.open\(embed=...\)"):
-        dur = MemoryStore.open(tmp_path / "s.db", embed=emb)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the name warns about nothing
+        st = MemoryStore(embedder=emb)
+        st.add("hello", time=0.0)
+        st.save(tmp_path / "s.npz")
+        back = MemoryStore.load(tmp_path / "s.npz", embedder=emb)
+        dur = MemoryStore.open(tmp_path / "s.db", embedder=emb)
     back.retrieve("hi", k=1)
     dur.add("again", time=1.0)
-    assert emb.calls[1:] == [["hi"], ["again"]]
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the new name warns about nothing
-        MemoryStore(embedder=emb)
-        MemoryStore.load(tmp_path / "s.npz", embedder=emb)
-    for make in (
-        lambda: MemoryStore(embedder=emb, embed=emb),
-        lambda: MemoryStore.load(tmp_path / "s.npz", embedder=emb, embed=emb),
-        lambda: MemoryStore.open(tmp_path / "t.db", embedder=emb, embed=emb),
+    assert emb.calls == [["hello"], ["hi"], ["again"]]
+    dur.close()
+    for make in (  # embed=, the name before 0.2.0: Python's TypeError, and no file is made
+        lambda: MemoryStore(embed=emb),
+        lambda: MemoryStore.load(tmp_path / "s.npz", embed=emb),
+        lambda: MemoryStore.open(tmp_path / "t.db", embed=emb),
     ):
-        with pytest.raises(ParameterError, match="pass embedder= only .embed= is its deprecated old name., not both"):
+        with pytest.raises(TypeError, match="unexpected keyword argument 'embed'"):
             make()
     assert not (tmp_path / "t.db").exists()
 
@@ -342,7 +337,7 @@ def test_the_default_embedder_is_the_direct_encoder_at_the_fast_setting(monkeypa
     assert seen[-1] == (["Warming up: I am so glad to meet you!"], "fast")
 
 
-def test_encode_calls_the_model_once_without_a_cache(monkeypatch, tmp_path):
+def test_embed_uncached_calls_the_model_once_without_a_cache(monkeypatch, tmp_path):
     import memlib.embeddings as Emb
 
     calls = []
@@ -355,7 +350,7 @@ def test_encode_calls_the_model_once_without_a_cache(monkeypatch, tmp_path):
     lengths = []
     monkeypatch.setattr(Emb, "load_model", lambda n, device=None: lengths.append(n) or Model())
     monkeypatch.setenv("MEMLIB_CACHE_DIR", str(tmp_path))
-    E = Emb.encode(["a", "bb", "a"])
+    E = Emb.embed_uncached(["a", "bb", "a"])
     assert E.shape == (3, 384) and E.dtype == np.float32
     assert lengths == [128]
     assert calls == [
@@ -365,11 +360,11 @@ def test_encode_calls_the_model_once_without_a_cache(monkeypatch, tmp_path):
         )
     ]
     assert list(tmp_path.iterdir()) == []  # nothing written
-    assert Emb.encode([]).shape == (0, 384) and len(calls) == 1
+    assert Emb.embed_uncached([]).shape == (0, 384) and len(calls) == 1
     with pytest.raises(ParameterError, match="texts must be strings, got int at position 1"):
-        Emb.encode(["a", 3])
+        Emb.embed_uncached(["a", 3])
     with pytest.raises(ParameterError, match="embedding setting must be one of reference, fast"):
-        Emb.encode(["a"], setting="quick")
+        Emb.embed_uncached(["a"], setting="quick")
 
 
 def test_importing_memlib_or_making_a_store_loads_no_model():

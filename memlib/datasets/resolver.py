@@ -4,8 +4,7 @@
 deep), then in ``data/raw/``, then downloads it to ``data/raw/`` when :data:`REGISTRY` pins a
 checksum for it; :func:`resolve_dataset` does so for a dataset name of :data:`DATASETS`, trying
 each file that can hold it, plain or gzip-compressed. :func:`sha256_file` hashes a file, reading
-it in full, or with ``cached=True`` once per process while the file is unchanged (which
-:func:`file_sha256`, its deprecated old name for that, still does, with a :class:`DeprecationWarning`).
+it in full, or with ``cached=True`` once per process while the file is unchanged.
 """
 
 from __future__ import annotations
@@ -139,17 +138,6 @@ def sha256_file(path, cached: bool = False) -> str:
 
 #: Content hashes of data files, by (resolved path, size, modification time): see :func:`sha256_file`.
 _DIGESTS: dict = {}
-
-
-def file_sha256(path) -> str:
-    """Return the sha256 of a data file, computed once per process: ``sha256_file(path, cached=True)``.
-
-    Deprecated: the old name of :func:`sha256_file` with ``cached=True``; each call
-    raises a :class:`DeprecationWarning`.
-    """
-    message = "memlib.datasets.file_sha256 is deprecated: use memlib.datasets.sha256_file(path, cached=True)"
-    warnings.warn(message, DeprecationWarning, stacklevel=2)
-    return _remembered_sha256(path)
 
 
 def _remembered_sha256(path) -> str:

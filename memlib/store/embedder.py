@@ -23,7 +23,6 @@ array([0.05103104, 0.05103104])
 from __future__ import annotations
 
 import threading
-import warnings
 
 import numpy as np
 
@@ -63,17 +62,8 @@ def check_vector(name: str, v) -> np.ndarray:
     return e / n
 
 
-def embedder_argument(embedder, embed, caller: str):
-    """Return the ``embedder`` argument of ``caller``, or its deprecated alias ``embed`` (with a warning).
-
-    Call it straight from the public method that takes the argument: the warning
-    names the line that called that method.
-    """
-    if embed is not None:
-        if embedder is not None:
-            raise ParameterError(f"{caller}: pass embedder= only (embed= is its deprecated old name), not both")
-        warnings.warn(f"{caller}(embed=...) is deprecated: pass embedder=... instead", DeprecationWarning, stacklevel=3)
-        embedder = embed
+def embedder_argument(embedder):
+    """Return the ``embedder`` argument of a store: None (the default model) or a callable."""
     if embedder is not None and not callable(embedder):
         raise ParameterError(
             f"embedder must be a callable, list of str -> (n, {DIM}) array, got {type(embedder).__name__}"

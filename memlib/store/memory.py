@@ -95,8 +95,7 @@ class MemoryStore(ValueSettings, Persistence):
         pieces, the setting the studies annotate at, so the store's embeddings
         match those the learned weights came from), straight from the model with
         no disk cache. The model loads on the first embedding, not before; call
-        :meth:`warm_up` to load it ahead of the first turn. ``embed=`` is the
-        deprecated old name of this parameter (a :class:`DeprecationWarning`).
+        :meth:`warm_up` to load it ahead of the first turn.
     factor_set : {'paper', 'extended'}
         Reliability as the paper states it (provenance only, the default) or with
         our cues (:data:`memlib.factors.FACTOR_SETS`).
@@ -137,7 +136,6 @@ class MemoryStore(ValueSettings, Persistence):
         merge_threshold: float | None = MERGE_THRESHOLD,
         *,
         value=None,
-        embed=None,
     ):
         from memlib.factors import FACTOR_SETS
 
@@ -148,7 +146,7 @@ class MemoryStore(ValueSettings, Persistence):
         self.policy = policy or default_policy()
         self.value_profile = None if value_profile is None else check_vector("value_profile", value_profile)
         self.merge_threshold = check_merge_threshold(merge_threshold)
-        self._embedder = Embedder(embedder_argument(embedder, embed, "MemoryStore"))
+        self._embedder = Embedder(embedder_argument(embedder))
         self._lock = threading.RLock()  # see Threads in the class docstring
         self._closed = None  # the path of a file store after close()
 

@@ -282,18 +282,17 @@ class Persistence:
         write_npz(path, self._state(), self.forgotten, self.merges)
 
     @classmethod
-    def load(cls, path, policy: Policy | None = None, embedder=None, *, embed=None) -> Self:
+    def load(cls, path, policy: Policy | None = None, embedder=None) -> Self:
         """Read a store exported by :meth:`save` into memory.
 
         The policy is rebuilt from its saved name and settings (built-in
         policies); pass ``policy`` to supply another. The embedder is never
-        saved: pass ``embedder`` as to :class:`MemoryStore` (``embed=`` is its
-        deprecated old name). A missing, corrupt or tampered file raises
-        :class:`StoreError` naming the file and the field.
+        saved: pass ``embedder`` as to :class:`MemoryStore`. A missing, corrupt
+        or tampered file raises :class:`StoreError` naming the file and the field.
         """
         from memlib.store.npz import read_npz
 
-        embedder = embedder_argument(embedder, embed, "MemoryStore.load")
+        embedder = embedder_argument(embedder)
         state, forgotten, merges = read_npz(path, MERGE_THRESHOLD)
         store = cls._from_state(Path(path), state, policy, embedder)
         store._backend.logs = {"forgotten": list(forgotten), "merges": list(merges)}
@@ -314,7 +313,6 @@ class Persistence:
         timeout: float = 5.0,
         synchronous: str = "normal",
         value=None,
-        embed=None,
     ) -> Self:
         """Open a store kept in the SQLite file ``path`` (created if missing), one transaction per change.
 
@@ -336,8 +334,7 @@ class Persistence:
             ``policy`` or ``merge_threshold`` replaces the stored one (and is
             stored; ``weights`` alone selects the paper's value); a
             ``factor_set`` or ``value_profile`` must match the stored one, since
-            the stored factors were computed with it. ``embedder`` is never stored
-            (``embed=`` is its deprecated old name).
+            the stored factors were computed with it. ``embedder`` is never stored.
         timeout : float
             Seconds to wait for another process's write lock.
         synchronous : {'normal', 'full'}
@@ -360,7 +357,7 @@ class Persistence:
 
         timeout = check_timeout(timeout)
         check_choice("synchronous", synchronous, SYNCHRONOUS)
-        embedder = embedder_argument(embedder, embed, "MemoryStore.open")
+        embedder = embedder_argument(embedder)
         if weights is not None:
             check_store_weights(weights)  # before a new file is made
         with opened(path, timeout, synchronous) as db:

@@ -6,9 +6,9 @@ builds one by name; :meth:`memlib.store.MemoryStore.load` rebuilds a saved
 store's policy from the same registry (a saved store names its policy's class, so a
 name changed here never changes what a store file holds).
 
-Ours is named ``value``; ``learned_V``, its old name, still works with a
-:class:`DeprecationWarning` (:data:`RENAMED`): that name is the Table 3 scoring rule's
-(:data:`memlib.scoring.SCORING_RULES`), which ranks turns by the learned value offline.
+Ours is named ``value``. ``learned_V``, its name before 0.2.0, is the Table 3 scoring rule's
+(:data:`memlib.scoring.SCORING_RULES`), which ranks turns by the learned value offline;
+:func:`make_policy` refuses it with an error that names ``value``.
 
 >>> make_policy("value", beta=2.0).config()["beta"]
 2.0
@@ -18,12 +18,15 @@ Ours is named ``value``; ``learned_V``, its old name, still works with a
 Traceback (most recent call last):
 ...
 memlib._checks.ParameterError: unknown policy 'lru'; choose one of: value, adaptive, paper, generative_agents, ...
+>>> make_policy("learned_V")
+Traceback (most recent call last):
+...
+memlib._checks.ParameterError: the store policy 'learned_V' is named 'value' since memlib 0.2.0: ...
 """
 
 from __future__ import annotations
 
 import inspect
-import warnings
 
 import numpy as np
 
@@ -230,36 +233,14 @@ def default_policy() -> Policy:
     return AdaptivePolicy() if "adaptive" in load_defaults() else ValuePolicy()
 
 
-#: Old policy names, each with the name it is now: they still work, with a :class:`DeprecationWarning`.
-RENAMED = {"learned_V": ValuePolicy.name}
+#: Store policy names before 0.2.0, each with its name now: :func:`make_policy` refuses them, naming the new one.
+#: (A store file names its policy's class, ``ValuePolicy`` under either name, so old files load unchanged.)
+OLD_NAMES = {"learned_V": ValuePolicy.name}
 
 
-def _current_name(name):
-    """Return the name a policy is registered under now: ``name``, or the new name of a :data:`RENAMED` one."""
-    if isinstance(name, str) and name in RENAMED:
-        warnings.warn(
-            f"the store policy {name!r} is now named {RENAMED[name]!r}: make_policy({RENAMED[name]!r}) "
-            f"({name!r} is the Table 3 scoring rule of memlib.scoring)",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-        return RENAMED[name]
-    return name
-
-
-class _Registry(dict):
-    """A dict of policies by name in which an old name (:data:`RENAMED`) still finds its policy, with a warning."""
-
-    def __missing__(self, name):
-        if not (isinstance(name, str) and name in RENAMED):
-            raise KeyError(name)
-        return self[_current_name(name)]
-
-
-#: Every built-in policy by name (its ``name`` attribute), ours first. ``POLICIES["learned_V"]``, an old
-#: name, still finds :class:`ValuePolicy` (with a :class:`DeprecationWarning`); it is not listed.
-POLICIES: dict[str, type[Policy]] = _Registry(
-    (cls.name, cls)
+#: Every built-in policy by name (its ``name`` attribute), ours first.
+POLICIES: dict[str, type[Policy]] = {
+    cls.name: cls
     for cls in (
         ValuePolicy,
         AdaptivePolicy,
@@ -270,21 +251,26 @@ POLICIES: dict[str, type[Policy]] = _Registry(
         RecencyPolicy,
         UnboundedRAGPolicy,
     )
-)
+}
 
 
 def make_policy(name: str, **params) -> Policy:
     """Return the policy registered as ``name``, built with ``params`` (e.g. ``beta`` for ``value``).
 
-    An old name (:data:`RENAMED`: ``learned_V`` for ``value``) builds the same policy, with a
-    :class:`DeprecationWarning`.
+    A name from before 0.2.0 (:data:`OLD_NAMES`: ``learned_V`` for ``value``) is a
+    :class:`~memlib._checks.ParameterError` that names the policy's name now.
 
     >>> make_policy("memorybank", beta=1.0)
     Traceback (most recent call last):
     ...
     memlib._checks.ParameterError: policy memorybank takes no parameter beta; it takes: none
     """
-    name = _current_name(name)
+    if isinstance(name, str) and name in OLD_NAMES:
+        new = OLD_NAMES[name]
+        raise ParameterError(
+            f"the store policy {name!r} is named {new!r} since memlib 0.2.0: make_policy({new!r}) "
+            f"({name!r} is the Table 3 scoring rule of memlib.scoring)"
+        )
     cls = POLICIES[check_choice("policy", name, POLICIES)]
     accepted = inspect.signature(cls).parameters
     unknown = [k for k in params if k not in accepted]

@@ -7,8 +7,6 @@ or a cue value) and, for the paper's value, its factor weights.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
 from memlib.store.checks import StoreLinearValue, check_store_weights, value_argument
@@ -53,13 +51,3 @@ class ValueSettings:
             self._set_value(StoreLinearValue(w))
         else:
             self._weights = w
-
-    @property
-    def value_model(self):
-        """Deprecated: the store's cue value, or None for the paper's value; read :attr:`value` instead."""
-        warnings.warn(
-            "MemoryStore.value_model is deprecated: read MemoryStore.value (a memlib.value.Value)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return None if isinstance(self.value, LinearValue) else self.value
