@@ -218,7 +218,9 @@ class NeedResult:
     info: dict = field(default_factory=dict)
 
 
-def need_study(data: DataSpec = EACH, datasets: str = ",".join(DATASETS), seed: int = 0, progress: bool = False):
+def need_study(
+    data: DataSpec = EACH, datasets: str = ",".join(DATASETS), seed: int = 0, progress: bool = False
+) -> NeedResult:
     """Measure what each corpus's own references say about its users' need (see the module docstring)."""
     data = DataSpec.of(data).reads("need", "quick", "limit", "sample", "embedding_setting")
     names = [d.strip() for d in str(datasets).split(",") if d.strip()]
