@@ -41,6 +41,17 @@ last commit, ``git archive HEAD memlib | tar -x -C /tmp/old``) and for this tree
 ``--rounds`` times in fresh processes, alternately, and prints each operation's median p50
 for both and their ratio: what a change costs (issue 22: the store's lock).
 
+``--adaptive`` instead times the consolidation of one ``--mid``-item durable store under today's
+default forgetting (``make_policy("value")``: the lowest value goes first) and under
+:class:`~memlib.store.AdaptivePolicy` (issue 31's target: at most 2x), paired: the same store
+file, the two policies in alternating order (ABBA) in each of ``--pairs`` pairs. The store holds
+realistic sessions (``--sessions`` of them, consolidated at each end, so that the stream's need
+is counted) in which some user turns restate a turn of an earlier session, and one more session
+that ends now: its consolidation counts that session's references against every held turn. It
+prints, for a session end (back to ``--mid`` items) and for forgetting half, each policy's median,
+the median of the per-pair ratios, and what the reference count alone costs (both policies pay
+it: a store counts at every consolidation, whatever its policy).
+
 ``--lock-cost`` instead times add and retrieve on a ``--mid``-item store in one process with
 the store's lock and with a no-op in its place, in alternating blocks (issue 22's target:
 at most 5% on add and retrieve).
@@ -48,6 +59,7 @@ at most 5% on add and retrieve).
 Run: .venv/bin/python benchmarks/store.py [--items 100000] [--repeat 200]
      .venv/bin/python benchmarks/store.py --against /tmp/old [--rounds 3] [--items 20000]
      .venv/bin/python benchmarks/store.py --lock-cost [--mid 10000] [--repeat 200] [--blocks 40]
+     .venv/bin/python benchmarks/store.py --adaptive [--mid 10000] [--sessions 200] [--pairs 9]
      .venv/bin/python benchmarks/store.py --replay [--dataset locomo] [--budget 0.3]
      .venv/bin/python benchmarks/store.py --agent [--turns 1000] [--agent-repeat 3]
 """
@@ -379,6 +391,125 @@ def lock_cost(n_items: int, repeat: int, blocks: int, folder: Path) -> dict:
     return out
 
 
+def session_turns(n: int, n_sessions: int, seed: int, restate: float = 0.3):
+    """``n`` synthetic turns over ``n_sessions`` sessions of near-equal length, user and assistant in turn.
+
+    A share ``restate`` of the user turns after the first session restate a turn of an earlier
+    session (a near copy of its embedding: cosine about 0.9), at a lag in sessions that falls as a
+    power law (Pareto, shape 1): what a user who comes back to last week's topics leaves. Returns
+    the texts, the unit embeddings and the session of each turn.
+    """
+    texts, E = turns(n, seed)
+    rng = np.random.default_rng(seed + 1)
+    session = np.arange(n) * n_sessions // n
+    starts = np.searchsorted(session, np.arange(n_sessions))
+    for i in range(0, n, 2):
+        if session[i] == 0 or rng.random() >= restate:
+            continue
+        back = session[i] - min(int(session[i]), int(rng.pareto(1.0)) + 1)
+        j = rng.integers(starts[back], starts[back + 1])
+        e = E[j] + 0.5 * rng.normal(size=E.shape[1]).astype(np.float32) / np.sqrt(E.shape[1])
+        E[i] = e / np.linalg.norm(e)
+    return texts, E, session
+
+
+def adaptive_cost(n_items: int, n_sessions: int, pairs: int, folder: Path) -> dict:
+    """Consolidating a durable store of ``n_items`` under the value policy and the adaptive one, paired.
+
+    The store is built in memory from :func:`session_turns`: ``n_sessions`` sessions of ``n_items``
+    turns, each consolidated at its end to ``n_items`` (nothing goes, the need is counted), then one
+    more session of the same length, left open. Each pair reopens that store into a fresh file per
+    policy (ABBA order) and times one consolidation: to ``n_items`` (a session end) and to half.
+    """
+    from memlib.store import MemoryStore, make_policy
+    from memlib.store.forget import references_since
+
+    per = n_items // n_sessions
+    texts, E, session = session_turns(n_items + per, n_sessions + 1, seed=4)
+    base = MemoryStore(merge_threshold=None, policy=make_policy("value"))
+    t0 = time.perf_counter()
+    for i in range(len(texts)):
+        base.add(
+            texts[i],
+            role="user" if i % 2 == 0 else "assistant",
+            time=float(session[i]) + (i % per) / 1e3,  # a session a day
+            session=f"s{session[i]}",
+            embedding=E[i],
+            emotion=0.3,
+        )
+        if i + 1 < len(texts) and session[i + 1] != session[i]:
+            base.consolidate(n_items)
+    build = time.perf_counter() - t0
+    need = base.view.need
+    base.save(folder / "sessions.npz")
+    counting = ms(lambda: references_since(base.view, len(texts)), 20)
+    last = references_since(base.view, len(texts))
+    cases = {f"{k(n_items)} + {per} -> {k(b)}": b for b in (n_items, n_items // 2)}
+    names = ("value", "adaptive")
+    times = {(c, p): [] for c in cases for p in names}
+    dropped = {}
+    for r in range(pairs):
+        for name in names if r % 2 == 0 else names[::-1]:
+            for c, budget in cases.items():
+                st = MemoryStore.load(folder / "sessions.npz", policy=make_policy(name))
+                st.persist(folder / f"{name}-{r}-{budget}.db")
+                t0 = time.perf_counter()
+                dropped[c, name] = set(st.consolidate(budget))
+                times[c, name].append(1e3 * (time.perf_counter() - t0))
+                st.close()
+    rows = []
+    for c in cases:
+        value, adaptive = times[c, "value"], times[c, "adaptive"]
+        ratio = statistics.median(a / v for v, a in zip(value, adaptive))
+        rows.append(
+            {
+                "consolidate, file": c,
+                "value_p50_ms": round(statistics.median(value), 1),
+                "adaptive_p50_ms": round(statistics.median(adaptive), 1),
+                "adaptive_over_value": round(ratio, 2),
+                "per_pair": [round(a / v, 2) for v, a in zip(value, adaptive)],
+                "target": 2.0,
+                "meets": bool(ratio <= 2.0),
+                "dropped_differently": len(dropped[c, "value"] ^ dropped[c, "adaptive"]) // 2,
+            }
+        )
+    return {
+        "items": len(texts),
+        "sessions": n_sessions + 1,
+        "pairs": pairs,
+        "build_s": round(build, 1),
+        "references_counted": int(last.refs.sum()),
+        "references_of_last_session": int(last.refs.sum() - need.refs.sum()),
+        "need_exponent_b": last.exponent(make_policy("adaptive").z),
+        "count_references_p50_ms": round(statistics.median(counting), 1),
+        "rows": rows,
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "cores": os.cpu_count(),
+    }
+
+
+def print_adaptive(out: dict) -> None:
+    """Print :func:`adaptive_cost`'s figures as a table."""
+    import memlib
+
+    load = ", ".join(f"{x:.1f}" for x in out["load_average"])
+    print(f"memlib from {Path(memlib.__file__).parent}; {out['cores']} cores, load average {load}")
+    print(
+        f"{out['items']} items over {out['sessions']} sessions (built in {out['build_s']} s); "
+        f"{out['references_counted']} references counted, {out['references_of_last_session']} by the session "
+        f"that ends now; need exponent b = {out['need_exponent_b']}"
+    )
+    print(f"{'consolidate, file':24} {'value':>9} {'adaptive':>9} {'ratio':>6} {'target':>7}  meets  differ")
+    for r in out["rows"]:
+        print(
+            f"{r['consolidate, file']:24} {r['value_p50_ms']:>7} ms {r['adaptive_p50_ms']:>6} ms "
+            f"{r['adaptive_over_value']:>6} {r['target']:>7}  {'yes' if r['meets'] else 'NO':5}  "
+            f"{r['dropped_differently']:>6}"
+        )
+    print(f"(ratio: median of {out['pairs']} paired ratios; differ: items one policy drops and the other keeps)")
+    print(f"of which counting the session's references, both policies: {out['count_references_p50_ms']} ms (p50)")
+
+
 def compare(against: str, rounds: int, argv: list[str]) -> dict:
     """The speed table of the memlib in the folder ``against`` and of this tree, ``rounds`` times each, alternately.
 
@@ -532,12 +663,23 @@ def main():
     p.add_argument("--old-singles", type=int, default=30, help="the same through the old cached embedding path")
     p.add_argument("--against", metavar="FOLDER", help="compare the speed table with the memlib in FOLDER (old code)")
     p.add_argument("--rounds", type=int, default=3, help="runs of each tree for --against, alternated")
+    p.add_argument("--adaptive", action="store_true", help="consolidation under the value and adaptive policies")
+    p.add_argument("--sessions", type=int, default=200, help="sessions of the --adaptive store")
+    p.add_argument("--pairs", type=int, default=9, help="paired rounds of --adaptive")
     p.add_argument("--lock-cost", action="store_true", help="time add and retrieve with the store's lock and without")
     p.add_argument("--blocks", type=int, default=40, help="blocks of --repeat operations for --lock-cost")
     args = p.parse_args()
     if args.lock_cost:
         with tempfile.TemporaryDirectory() as folder:
             print(json.dumps(lock_cost(args.mid, max(1, args.repeat // 8), args.blocks, Path(folder)), indent=1))
+        return
+    if args.adaptive:
+        with tempfile.TemporaryDirectory() as folder:
+            out = adaptive_cost(args.mid, args.sessions, args.pairs, Path(folder))
+        if args.json:
+            print(json.dumps(out, indent=1))
+        else:
+            print_adaptive(out)
         return
     if args.against:
         argv = ["--items", str(args.items), "--mid", str(args.mid), "--repeat", str(args.repeat)]

@@ -543,3 +543,20 @@ def test_a_store_pickled_before_the_value_protocol_unpickles(tmp_path):
     back.__setstate__(old)
     assert back.value == LinearValue(st.weights) and back.items() == st.items()
     assert copy.deepcopy(st).items() == st.items()
+
+
+def test_a_sessions_goal_relevance_reaches_its_items_before_another_session_came_between():
+    """A session label that comes back after another session's turns: the goal fix finds its earlier items too."""
+    from memlib.online import SessionGoal
+    from memlib.store.annotate import session_goal
+
+    rng = np.random.default_rng(4)
+    st = MemoryStore(merge_threshold=None)
+    for i, label in enumerate(["a", "a", "b", "a", "a"]):
+        st.add(f"turn {i}", time=float(i), session=label, embedding=unit(rng))
+    goal = SessionGoal("a", unit(rng))
+    pos, values = session_goal(st._backend, goal)
+    assert pos.tolist() == [0, 1, 3, 4]
+    np.testing.assert_array_equal(values, goal(st.view.embeddings[pos].astype(np.float64)))
+    assert session_goal(st._backend, SessionGoal("b", goal.anchor))[0].tolist() == [2]
+    assert session_goal(st._backend, SessionGoal("c", goal.anchor)) is None

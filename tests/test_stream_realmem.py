@@ -79,7 +79,7 @@ def test_one_store_cut_per_prefix_equals_each_prefix_replayed(name):
     queries = [(q / np.linalg.norm(q), v) for q, v in zip(rng.normal(size=(3, 384)), (0.0, 0.6, -0.4))]
     queries.append((E[2].astype(float), 0.2))  # a query that is a stored turn
     cuts = [(n, b) for n in ends[1:] for b in (1, 2, S.budget_count(0.3, n), S.budget_count(0.5, n), n + 3)]
-    full = S.replay(history, weights, policy, len(history), E, emotion)
+    full = S.replay(history, weights, policy, None, E, emotion)  # as the study replays it: consolidated once
     before = full.ids
     sessions = history["session"].to_numpy()
     replayed = held_after(full.view, policy, sessions, cuts)
@@ -92,6 +92,22 @@ def test_one_store_cut_per_prefix_equals_each_prefix_replayed(name):
         for q, qv in queries:
             want = S.question_scores(slow.view, policy, q, qv, gold, ks, sessions[:n])
             assert S.question_scores(fast, policy, q, qv, gold, ks, sessions[:n]) == want
+
+
+def test_a_store_that_forgets_nothing_holds_the_same_consolidated_once_and_under_another_policy():
+    """What the study replays once per weights (consolidated after the last session, built under the first
+    policy) is what a store of each policy consolidating at every session end holds, column by column."""
+    history, E, emotion = planted_history()
+    rng = np.random.default_rng(9)
+    weights = rng.uniform(0, 2, 7)
+    queries = [(q / np.linalg.norm(q), v) for q, v in zip(rng.normal(size=(2, 384)), (0.0, 0.5))]
+    once = S.replay(history, weights, S.stream_policy("recency"), None, E, emotion)
+    for name in S.STREAM_POLICIES:  # memorybank keeps a per-item state of its own
+        policy = S.stream_policy(name)
+        once.policy = policy
+        each = S.replay(history, weights, policy, len(history), E, emotion)
+        assert once.view.now == each.view.now
+        assert_same_items(once.view, each, queries, policy, name)
 
 
 def test_history_chains_join_only_prefixes_with_the_same_label():

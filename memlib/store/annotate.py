@@ -32,6 +32,8 @@ the item the turn repeats (:func:`reinforced`, as a retrieval reinforces an item
 from __future__ import annotations
 
 import functools
+import itertools
+import operator
 from dataclasses import dataclass
 
 import numpy as np
@@ -240,7 +242,14 @@ def session_goal(data, goal: SessionGoal):
     cols = data.cols
     if not cols.n:
         return None
-    pos = np.fromiter((i for i, s in enumerate(cols.strings["sessions"]) if s == goal.session), dtype=np.int64)
+    sessions = cols.strings["sessions"]
+    n = start = len(sessions)
+    while start and sessions[start - 1] == goal.session:
+        start -= 1
+    if sessions.count(goal.session) == n - start:  # the session's items are the last ones (the usual case)
+        pos = np.arange(start, n)
+    else:  # its label came back after another session's: its earlier items too
+        pos = np.flatnonzero(np.fromiter(map(operator.eq, sessions, itertools.repeat(goal.session)), bool, n))
     if not len(pos):
         return None
     return pos, goal(cols.view("embeddings")[pos].astype(np.float64))

@@ -149,6 +149,7 @@ def held_after(view, policy, sessions, cuts) -> Replayed:
     if _orders_once(view, policy):
         return _held_by_one_order(view, policy, ends, cuts)
     time, ids = view.time, view.ids
+    never_expires = bool(np.isinf(view.expires).all())
     held_sets, peak = [], 0
     for n, budget in cuts:
         held, start, need = np.zeros(0, np.int64), 0, Need()
@@ -160,6 +161,8 @@ def held_after(view, policy, sessions, cuts) -> Replayed:
                 session.need = need = references_since(session, int(ids[end - 1]) + 1)
             start = int(end)
             peak = max(peak, len(held))
+            if never_expires and (len(held) <= budget or not policy.bounded):
+                continue  # nothing expires and no budget is exceeded: nothing goes (drops would find nothing)
             held = held[~drops(session, policy, now, budget)[2]]
         held_sets.append(held)
     return Replayed(held_sets, peak)

@@ -111,6 +111,14 @@ def replay(
 ) -> MemoryStore:
     """Replay one history into a fresh store, consolidating to ``budget`` items at each session end.
 
+    With ``budget=None`` the store forgets nothing and consolidates once, after the last
+    session. It then holds what a store that consolidates at each session end to a budget it
+    never reaches holds, column by column: such a consolidation drops nothing, and the goal
+    relevance it fixes is fixed again, to the same values, when the next session begins. Only the
+    stream's reference counts (:mod:`memlib.references`) are left uncounted: no policy here reads
+    them from the store (a replay of one that does counts them itself, :func:`memlib.store.held_after`),
+    and counting them at every session end costs each one a pass over every turn held.
+
     Parameters
     ----------
     history : DataFrame
@@ -119,7 +127,8 @@ def replay(
     weights : array_like, shape (7,), or None
         The paper's value with these weights; None: the store's default value.
     policy : Policy
-    budget : int
+    budget : int or None
+        Items to keep at each session end; None: nothing is forgotten.
     embeddings : ndarray, shape (n, 384)
         Unit embedding of each turn.
     emotion : ndarray, shape (n,)
@@ -142,6 +151,8 @@ def replay(
         for i in range(len(history))
     ]
     replay_history(st, turns, budget)
+    if budget is None and turns:  # the last session ends: its goal relevance is fixed
+        st.consolidate(len(st), now=turns[-1]["time"])
     return st
 
 
@@ -347,21 +358,25 @@ def stream(
         rows = hs.rows[chain[0]]
         longest = history_frame(ds, rows)
         sessions = longest["session"].to_numpy()
-        fulls: dict = {}  # (policy, weights) -> every turn of the longest history, nothing forgotten
+        # weights -> a store of every turn of the longest history, nothing forgotten: what it holds is the same
+        # under every policy (none drops anything), so one replay serves them all, each policy's own per-item
+        # state declared at its start value (no turn is merged or retrieved in a replay)
+        fulls: dict = {}
         for bi, b in enumerate(budgets):
             cuts = [(len(hs.rows[h]), budget_count(b, len(hs.rows[h]))) for h in chain]
             for pi, name in enumerate(policies):
                 policy = stream_policy(name, beta)
                 w = weights[(b, fold[hs.questions[chain[0]][0]])] if name.startswith("learned_V") else np.ones(7)
-                key = (name, np.asarray(w, float).tobytes())
+                key = np.asarray(w, float).tobytes()
                 if key not in fulls:
-                    n = max(len(rows), 1)
-                    fulls[key] = replay(longest, w, policy, n, E[rows], emotion[rows], data.factor_set).view
-                replayed = held_after(fulls[key], policy, sessions, cuts)
+                    fulls[key] = replay(longest, w, policy, None, E[rows], emotion[rows], data.factor_set)
+                fulls[key].policy = policy
+                full = fulls[key].view
+                replayed = held_after(full, policy, sessions, cuts)
                 peak = max(peak, replayed.peak if policy.bounded else 0)
                 for h, held in zip(chain, replayed.held):
                     n = len(hs.rows[h])
-                    view = fulls[key].take(held, float(longest["time"].iloc[n - 1]) if n else -np.inf)
+                    view = full.take(held, float(longest["time"].iloc[n - 1]) if n else -np.inf)
                     at = (hs, n, view, policy, Q, q_val, ks, sessions[:n] if hs.dated else None)
                     scored[(h, bi, pi)] = [
                         {"policy": name, "budget": b, **_question_row(c, gold, *at)}
