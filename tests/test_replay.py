@@ -190,3 +190,24 @@ def test_need_counts_are_saved_in_both_formats(tmp_path):
     replay_history(store, more, budget=8)
     assert again.view.need.to_dict() == store.view.need.to_dict() and again.ids == store.ids
     assert len(again.view.need.boundaries) == 16
+
+
+def test_explain_shows_the_need_term_beside_the_value_and_they_make_up_the_forget_score():
+    from memlib.store import AdaptivePolicy
+
+    policy = AdaptivePolicy(value_scale=2.0, z=0.0, value_weight=0.0, mood_weight=0.0)
+    store = MemoryStore(weights=np.eye(7)[0], policy=policy, merge_threshold=None)
+    replay_history(store, recent_need_history(n_sessions=30), budget=8)
+    b = store.view.need.exponent(0.0)
+    assert b > 0
+    for item_id in store.ids:
+        row = store.explain(item_id)
+        assert row["need_exponent"] == b and row["sessions_ago"] >= 1
+        assert row["need_term"] == pytest.approx(b * np.log(row["sessions_ago"]))
+        v_bar = store.view.normalised_values()[store.ids.index(item_id)]
+        assert row["forget_score"] == pytest.approx(row["need_term"] - 2.0 * v_bar)
+    # the dry run's rows carry the same terms; a policy without them adds none
+    assert {"need_exponent", "need_term"} <= set(store.consolidate(budget=4, dry_run=True)[0])
+    plain = MemoryStore(weights=np.eye(7)[0], policy=make_policy("value"), merge_threshold=None)
+    replay_history(plain, recent_need_history(n_sessions=4), budget=8)
+    assert "need_term" not in plain.explain(plain.ids[0])

@@ -136,8 +136,8 @@ def drops(view, policy, now: float, budget=None, budget_tokens=None, count_pinne
 def plan(store, data, budget, budget_tokens, now: float, count_pinned: bool) -> dict:
     """Plan what a consolidation of ``store`` (its backend ``data``) at ``now`` drops; nothing changes.
 
-    Returns a dict: ``goal_fix, now, scores, values, expired, drop`` (bool per item),
-    ``order`` (``(position, reason)`` in the order they go) and ``dropped_ids``.
+    Returns a dict: ``view`` (what the policy scored), ``need, goal_fix, now, scores, values``,
+    ``expired, drop`` (bool per item), ``order`` (``(position, reason)`` in the order they go) and ``dropped_ids``.
     """
     cols = data.cols
     goal_fix = goal_plan(data)
@@ -147,6 +147,7 @@ def plan(store, data, budget, budget_tokens, now: float, count_pinned: bool) -> 
         scores, expired, drop, order = drops(view, store.policy, now, budget, budget_tokens, count_pinned)
         values = view.values()
     return {
+        "view": view,
         "need": view.need,
         "goal_fix": goal_fix,
         "now": now,
@@ -202,6 +203,8 @@ def explain_row(store, cols, i: int, p: dict, reason=None) -> dict:
         expires=None if np.isinf(expires) else float(expires),
     )
     row.update({f"contrib_{name}": float(c) for name, c in zip(names, contrib)})
+    if "view" in p:  # the policy's terms beyond the value (the adaptive store's need)
+        row.update(store.policy.explain_terms(p["view"], i))
     return row
 
 
@@ -214,7 +217,7 @@ def explain(store, data, i: int, now: float) -> dict:
         view.need = references_since(view, data.scalars["next_id"])  # as a consolidation now would count
         scores = np.asarray(store.policy.forget_scores(view, now), float)
         values = view.values()
-    row = explain_row(store, cols, i, {"goal_fix": goal_fix, "scores": scores, "values": values})
+    row = explain_row(store, cols, i, {"goal_fix": goal_fix, "scores": scores, "values": values, "view": view})
     expired = cols.view("expires") <= now
     cand = ~expired & ~cols.view("pinned").astype(bool)
     row["expired"] = bool(expired[i])

@@ -213,9 +213,30 @@ class AdaptivePolicy(ValuePolicy):
 
     def forget_scores(self, view, now):
         """Return minus ``value_scale * V-bar - b * log(lag)``: the least needed item goes first."""
+        return -(self.value_scale * view.normalised_values() - self._need_terms(view))
+
+    def _need_terms(self, view) -> np.ndarray:
+        """``b * log(lag)`` of each item: how much less likely it is to be needed for its age."""
         need = view.need or Need()
-        lag = np.maximum(need.lag_at_next(view.ids), 1)
-        return -(self.value_scale * view.normalised_values() - self.exponent(view) * np.log(lag))
+        return self.exponent(view) * np.log(np.maximum(need.lag_at_next(view.ids), 1))
+
+    def explain_terms(self, view, i: int) -> dict:
+        """Return item ``i``'s need: the stream's exponent, its lag in sessions and the need term of its score.
+
+        >>> from memlib.store.view import StoreView
+        >>> from memlib.value import LinearValue
+        >>> view = StoreView.of_history(LinearValue(np.eye(7)[0]), time=[0.0], embeddings=np.eye(384)[:1],
+        ...     factors=np.zeros((1, 7)), cues=np.zeros((1, 11)), valence=np.zeros(1))
+        >>> AdaptivePolicy(value_scale=1.0, z=2.0).explain_terms(view, 0)
+        {'need_exponent': 0.0, 'sessions_ago': 1, 'need_term': 0.0}
+        """
+        need = view.need or Need()
+        lag = int(max(need.lag_at_next(view.ids[i : i + 1])[0], 1))
+        return {
+            "need_exponent": self.exponent(view),
+            "sessions_ago": lag,
+            "need_term": float(self._need_terms(view)[i]),
+        }
 
     def config(self):
         """Return the keyword arguments that rebuild this policy."""

@@ -92,6 +92,13 @@ class Policy:
         """
         return None
 
+    def explain_terms(self, view, i: int) -> dict:
+        """Return the terms of item ``i``'s forget score beyond its value, by name (default: none).
+
+        :meth:`memlib.store.MemoryStore.explain` shows them beside the value's contributions.
+        """
+        return {}
+
     def config(self) -> dict:
         """Return the keyword arguments that rebuild this policy (saved with the store)."""
         return {}
