@@ -324,8 +324,7 @@ def stream(
     rule decides, session end by session end, what a store with the budget would hold.
     Histories nested in one another (RealMem's: a persona's questions, each asked after
     the sessions before its own) share that store and are cut per question, each with its
-    own budget (a share of its own history); ``info["consolidations"]`` counts the
-    consolidations the replays made.
+    own budget (a share of its own history).
 
     The weights of ``learned_V`` are learned with the blind keep/drop objective on
     the *other* half of the histories (a two-fold split by group), at a keep
