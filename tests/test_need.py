@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from memlib.studies import need as N
+from memlib.studies.corpora import Corpus
 
 
 def planted(back: int, n_sessions: int = 12, per: int = 4, gold_back: int | None = None, texts=None):
@@ -67,3 +68,32 @@ def test_lexical_references_count_rare_shared_words_only():
 def test_the_study_needs_a_dataset():
     with pytest.raises(N.ParameterError, match="datasets must name at least one dataset"):
         N.need_study(datasets=" , ")
+
+
+def test_the_adaptive_store_keeps_the_same_turns_whatever_the_question_its_gold_or_the_ids():
+    """Blind: what the adaptive store holds before a question reads the stream, never the question."""
+    from memlib.cases import CaseSet
+    from memlib.studies.corpora import kept
+    from memlib.studies.defaults import policy_of
+    from memlib.value import LinearValue
+
+    h = planted(back=2, n_sessions=30)
+    policy, value = policy_of("adaptive", value_scale=0.5), LinearValue(np.eye(7)[0])
+    before = kept(h, value, policy, 0.3)
+    assert 0 < before.sum() < before.size  # something was forgotten
+    assert (before != kept(h, value, policy_of("value"), 0.3)).any()  # and the need moved what
+    rng = np.random.default_rng(1)
+    cs = h.cases
+    other = CaseSet.from_haystacks(
+        [cs.factors[0, : cs.length[0]]],
+        [cs.time[0, : cs.length[0]]],
+        [0],
+        [[3, 17]],  # another gold
+        case_ids=["renamed"],
+        groups=["another group"],
+    )
+    changed = Corpus(
+        h.name, other, h.cues, h.session, h.text_id, h.embeddings, h.valence,
+        rng.normal(size=h.questions.shape).astype(np.float32), np.ones(1), h.texts,
+    )  # fmt: skip
+    np.testing.assert_array_equal(kept(changed, value, policy, 0.3), before)
