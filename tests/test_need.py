@@ -97,3 +97,18 @@ def test_the_adaptive_store_keeps_the_same_turns_whatever_the_question_its_gold_
         rng.normal(size=h.questions.shape).astype(np.float32), np.ones(1), h.texts,
     )  # fmt: skip
     np.testing.assert_array_equal(kept(changed, value, policy, 0.3), before)
+
+
+def test_a_stream_that_reaches_back_to_the_old_more_than_the_new_is_read_as_flat():
+    """The exponent is never below 0: need may stay flat with age, never rise."""
+    from memlib.references import Need
+
+    old = Need()
+    for s in range(40):  # references at the longest lags far more often than their pairs at risk say
+        old = old.counted([0, 0, 0, 0, 1, 3, 6, 9], [10, 50, 50, 50, 50, 50, 50, 50], boundary=s + 1)
+    assert old.exponent(0.0) == 0.0 and old.exponent(2.0) == 0.0
+    assert old.loglik.argmax() < list(np.round(np.arange(-1.0, 2.0 + 1e-9, 0.05), 2)).index(0.0)  # the fit is < 0
+    near = Need()
+    for s in range(40):
+        near = near.counted([0, 9, 3, 1, 0, 0, 0, 0], [10, 50, 50, 50, 50, 50, 50, 50], boundary=s + 1)
+    assert near.exponent(0.0) >= near.exponent(2.0) > 0

@@ -150,7 +150,8 @@ class AdaptivePolicy(ValuePolicy):
     exponent (:meth:`memlib.references.Need.exponent`): the chance that a turn of age ``lag`` is
     needed falls as ``lag ** -b``, the form of eq. 3's ``age ** 0.7`` with the exponent learned
     from the user's own references (a user's turn that says again what a held turn of an
-    earlier session said), and kept at 0 until a likelihood-ratio interval at ``z`` excludes 0.
+    earlier session said), and kept at 0 until a likelihood-ratio interval at ``z`` excludes 0
+    (never below 0: need never rises with age).
     Both terms are log odds of being needed; ``value_scale`` puts the value on that scale. A
     young stream, or one whose references reach back to every age alike, forgets exactly as
     dropping the lowest value first does; a stream whose user keeps coming back to last week
