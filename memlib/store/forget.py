@@ -203,8 +203,7 @@ def explain_row(store, cols, i: int, p: dict, reason=None) -> dict:
         expires=None if np.isinf(expires) else float(expires),
     )
     row.update({f"contrib_{name}": float(c) for name, c in zip(names, contrib)})
-    if "view" in p:  # the policy's terms beyond the value (the adaptive store's need)
-        row.update(store.policy.explain_terms(p["view"], i))
+    row.update(store.policy.explain_terms(p["view"], i))  # its terms beyond the value (the adaptive store's need)
     return row
 
 
