@@ -29,6 +29,7 @@ from memlib.references import LAG_EDGES, N_BINS, THRESHOLD, Need, count_referenc
 from memlib.store.replay import session_ends
 from memlib.studies.corpora import Corpus, load_corpus
 from memlib.studies.data_spec import EACH, DataSpec
+from memlib.studies.defaults import Z
 
 #: The corpora the study reads, each on its own.
 DATASETS = ("locomo", "longmemeval_s", "realmem")
@@ -40,12 +41,7 @@ _WORD = re.compile(r"[a-z0-9]{3,}")
 def _periods(corpus: Corpus, g: int) -> np.ndarray:
     """Return the session (0, 1, ...) of each turn of history ``g``."""
     n = int(corpus.cases.length[g])
-    out = np.zeros(n, np.int64)
-    start = 0
-    for s, end in enumerate(session_ends(corpus.session[g, :n])):
-        out[start:end] = s
-        start = int(end)
-    return out
+    return np.searchsorted(session_ends(corpus.session[g, :n]), np.arange(n), side="right")
 
 
 def _streams(corpus: Corpus) -> list[int]:
@@ -172,7 +168,7 @@ def reference_auc(corpus: Corpus) -> pd.DataFrame:
 
 
 def exponent_table(corpus: Corpus) -> pd.DataFrame:
-    """Each stream's need exponent at its end: the likelihood's best, and what the store uses (z = 0 and 2)."""
+    """Each stream's need exponent at its end: the likelihood's best (z = 0) and the store's (:data:`~.defaults.Z`)."""
     rows = []
     for g in _streams(corpus):
         n, per = int(corpus.cases.length[g]), _periods(corpus, g)
@@ -190,7 +186,7 @@ def exponent_table(corpus: Corpus) -> pd.DataFrame:
                 "sessions": int(per[-1]) + 1,
                 "references": int(need.refs.sum()),
                 "exponent_best": need.exponent(0.0),
-                "exponent_used": need.exponent(2.0),
+                "exponent_used": need.exponent(Z),
             }
         )
     return pd.DataFrame(rows)
