@@ -148,21 +148,7 @@ def test_tight_budget_keeps_the_facts(s):
     assert sorted(kept) == sorted(s.keep), f"kept {kept}; a person keeps {s.keep}"
 
 
-#: Scenarios whose question the shipped defaults do not answer with the fact first, and why (strict:
-#: the day they do, the mark must go). The defaults chosen by the worst of three held-out corpora
-#: weigh the value at 0.02 in retrieval (the two-corpus defaults weighed it at 0.2), so the
-#: assistant's echo, the turn most similar to the question, ranks above the user's fact.
-ECHO_FIRST = {"allergy and a name (the README example)": "the assistant's echo 'Noted, no peanuts.' ranks first"}
-
-
-@pytest.mark.parametrize(
-    "s",
-    [
-        pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=ECHO_FIRST[s.name])) if s.name in ECHO_FIRST else s
-        for s in SCENARIOS
-    ],
-    ids=lambda s: s.name,
-)
+@pytest.mark.parametrize("s", SCENARIOS, ids=lambda s: s.name)
 def test_a_direct_question_retrieves_its_fact_first(s):
     store = replay(s, budget=None)
     assert len(store) == len(s.turns)
@@ -204,3 +190,22 @@ def test_replay_history_consolidates_at_each_session_end_and_names_a_bad_turn():
     assert replay_history(MemoryStore(), turns) == 5  # no budget: nothing is forgotten
     with pytest.raises(ParameterError, match="turn 1 of the history needs 'text' and 'session'"):
         replay_history(MemoryStore(), [turns[0], {"text": "x"}])
+
+
+def test_an_echo_follows_the_users_words_and_the_first_k_start_the_whole_order():
+    """The README's allergy: the assistant's echo is the turn most like the question (by 0.01 of cosine),
+    yet the user's own words come first, for every k, and the first k are the start of the whole order."""
+    from memlib.store import rank
+
+    s = SCENARIOS[0]
+    store = replay(s, budget=None)
+    q = store._embedder(["What can't the user eat?"])[0]
+    scores = store.policy.retrieval_scores(store.view, q, 0.0, store.view.now)
+    texts = [item["text"] for item in store.items()]
+    by_score = [texts[i] for i in np.argsort(-scores, kind="stable")]
+    assert by_score[:2] == ["Noted, no peanuts.", "I am allergic to peanuts."]  # the echo scores higher
+    whole = rank(store.view, store.policy, q).tolist()
+    assert [texts[i] for i in whole[:2]] == ["I am allergic to peanuts.", "Noted, no peanuts."]
+    assert [texts[i] for i in whole[2:]] == by_score[2:]  # nothing else moved
+    for k in range(1, len(texts) + 1):
+        assert rank(store.view, store.policy, q, k=k).tolist() == whole[:k]

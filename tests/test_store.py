@@ -560,3 +560,51 @@ def test_a_sessions_goal_relevance_reaches_its_items_before_another_session_came
     np.testing.assert_array_equal(values, goal(st.view.embeddings[pos].astype(np.float64)))
     assert session_goal(st._backend, SessionGoal("b", goal.anchor))[0].tolist() == [2]
     assert session_goal(st._backend, SessionGoal("c", goal.anchor)) is None
+
+
+def _echo_store(seed=0, n=40):
+    """A store of user turns and replies on random unit vectors; every third reply restates the turn before it."""
+    rng = np.random.default_rng(seed)
+    st, E = MemoryStore(), rng.normal(size=(n, 384))
+    for i in range(n):
+        role = "user" if i % 2 == 0 else "assistant"
+        if role == "assistant" and i % 3 == 0:
+            E[i] = E[i - 1] + 0.8 * rng.normal(size=384)  # an echo: cosine about 0.78 with the turn before
+        st.add(f"turn {i}", time=float(i), role=role, embedding=E[i] / np.linalg.norm(E[i]))
+    return st, rng
+
+
+def test_retrieval_puts_the_users_words_before_an_echo_and_moves_nothing_else():
+    from memlib.store import rank
+    from memlib.store.retrieval import restated
+
+    st, rng = _echo_store()
+    view = st.view
+    replies, sources = restated(view, np.arange(len(view)))
+    assert len(replies) and set((replies - sources).tolist()) == {1}  # each echo restates the turn just before it
+    for _ in range(20):
+        q = rng.normal(size=384)
+        q /= np.linalg.norm(q)
+        scores = st.policy.retrieval_scores(view, q, 0.0, view.now)
+        by_score = np.argsort(-scores, kind="stable").tolist()
+        whole = rank(view, st.policy, q).tolist()
+        assert sorted(whole) == sorted(by_score)
+        for r, s in zip(replies, sources):
+            assert whole.index(s) < whole.index(r)  # the source first, always
+            if by_score.index(s) > by_score.index(r):
+                assert whole.index(r) == whole.index(s) + 1 or whole[whole.index(s) + 1] in replies
+        others = [i for i in by_score if i not in set(replies.tolist())]
+        assert [i for i in whole if i not in set(replies.tolist())] == others  # only echoes move
+        for k in (1, 3, 10, len(view)):
+            assert rank(view, st.policy, q, k=k).tolist() == whole[:k]
+
+
+def test_a_reply_unlike_the_turn_before_is_not_an_echo():
+    from memlib.store.retrieval import restated
+
+    st = MemoryStore()
+    st.add("I am allergic to peanuts.", time=0.0, embedding=np.eye(384)[0])
+    st.add("Great, good luck!", time=0.0, role="assistant", embedding=np.eye(384)[1])  # cosine 0
+    st.add("I have a dog.", time=1.0, embedding=np.eye(384)[2])
+    st.add("A dog!", time=1.0, role="user", embedding=np.eye(384)[2] * 0.8 + np.eye(384)[3] * 0.6)  # the user's own
+    assert [len(a) for a in restated(st.view, np.arange(4))] == [0, 0]
