@@ -32,6 +32,8 @@ def test_longmemeval_fixture_loads_counts_usable_and_shares_sessions(tmp_path):
     assert len(ds.cases.iloc[1]["gold"]) == 2
     assert not ds.cases.iloc[2]["usable"]
     assert st["unique_texts"] == 9
+    recs = {r["question_id"]: r for r in longmemeval_records()}
+    assert ds.cases["answer"].tolist() == [str(recs[q]["answer"]) for q in ds.cases["case_id"]]
 
 
 def test_reused_session_id_with_other_content_is_kept_apart(tmp_path):

@@ -265,3 +265,30 @@ def test_the_defaults_study_leaves_each_corpus_out_and_its_own_choice_never_read
     assert row(m2, "without a") == row(m, "without a")
     head2 = m2.headline.set_index(["dataset", "metric", "config"])["mean"]
     assert head2[("a", "retention", "chosen without it")] != head[("a", "retention", "chosen without it")]
+
+
+def test_answer_retention_reads_the_answer_string_in_the_kept_turns_and_leaves_out_what_it_cannot_read():
+    import dataclasses
+
+    from memlib.studies.corpora import answer_retention_per_case
+
+    c = planted_corpus("a", 0)
+    G, n = c.session.shape
+    texts = [f"turn {i} of nothing" for i in range(G * n)]
+    texts[0], texts[n + 5], texts[2 * n + 1] = "We met in Lisbon.", "My sister Ana.", "I have 2 cats."
+    texts[5 * n + 3] = "2"  # the answer "2" of history 5, in one of its turns
+    answers = ["Lisbon", "ana", "2 cats", "", "a paraphrase nowhere", "2"]
+    c = dataclasses.replace(c, texts=texts, answers=answers)
+    assert [None if t is None else t.tolist() for t in c.answer_turns()] == [[0], [5], [1], None, None, [3]]
+    masks = np.zeros((G, n), bool)
+    masks[0, 0], masks[1, 4], masks[5, 3] = True, True, True
+    got = answer_retention_per_case(c, masks)
+    np.testing.assert_array_equal(got, [1.0, 0.0, 0.0, np.nan, np.nan, 1.0])
+    common = list(texts)
+    common[5 * n : 5 * n + 4] = ["2 a", "b 2", "2", "2"]  # now "2" is in four turns of history 5: too common
+    assert np.isnan(answer_retention_per_case(dataclasses.replace(c, texts=common), masks)[5])
+    hs = [c, planted_corpus("b", 1), planted_corpus("c", 2)]
+    head = D.defaults_study_on(hs, keep_fraction=0.3, quick=True).headline
+    ans = head[head["metric"] == "answer_retention"]
+    assert set(ans["dataset"]) == {"a"} and set(ans["config"]) >= {"defaults", "first in, first out"}
+    assert (ans["n_questions"] == 4).all()  # Lisbon, Ana, 2 cats and the one "2": the others cannot be read

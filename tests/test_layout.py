@@ -37,6 +37,7 @@ LAYERS = [
         "memlib.learning",
         "memlib.value_net",
         "memlib.metrics",
+        "memlib.answers",
         "memlib.scoring",
         "memlib.synthetic",
         "memlib.cues",

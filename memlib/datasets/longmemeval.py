@@ -59,7 +59,7 @@ def load_longmemeval(path, name: str | None = None) -> Dataset:
     path = Path(path)
     data = _read_json_list(path)
     b = _Builder()
-    rows, qdates, file_index = [], [], []
+    rows, qdates, file_index, answers = [], [], [], []
     seen_questions: dict = {}
     for i, rec in enumerate(data):
         label = f"record {i} ({rec.get('question_id', '?')})" if isinstance(rec, dict) else f"record {i}"
@@ -113,6 +113,8 @@ def load_longmemeval(path, name: str | None = None) -> Dataset:
             gold.extend(first + j for j, f in enumerate(flags) if f)
         rows.append((qid, rec["question"], str(rec["question_type"]), tuple(haystack), tuple(sorted(set(gold))), qid))
         file_index.append(tuple(order))
+        answers.append(rec["answer"])
         qdates.append(_lme_date(rec["question_date"], path, f"{where} question_date"))
     turns, sessions = b.frames()
-    return Dataset(name or path.stem, turns, sessions, _cases_frame(rows, qdates, file_index), b.texts, str(path), {})
+    cases = _cases_frame(rows, qdates, file_index, answers)
+    return Dataset(name or path.stem, turns, sessions, cases, b.texts, str(path), {})

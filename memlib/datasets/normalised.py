@@ -258,11 +258,13 @@ def _turn(path, where: str, turn, text_field: str) -> tuple[str, str]:
 _ROLES = ("user", "assistant")
 
 
-def _cases_frame(rows, dates=None, file_index=None) -> pd.DataFrame:
+def _cases_frame(rows, dates=None, file_index=None, answers=None) -> pd.DataFrame:
     """Build the cases frame of a loader's rows.
 
     ``file_index`` holds, per case, the position at which its file lists each
-    haystack session (default: the haystack is in file order).
+    haystack session (default: the haystack is in file order). ``answers`` holds each
+    question's answer string where the corpus gives one; the column ``answer`` is ``""`` where
+    it gives none (every case of a corpus without answers).
     """
     cases = pd.DataFrame(rows, columns=["case_id", "question", "question_type", "haystack", "gold", "group"])
     cases["usable"] = cases["gold"].map(len) > 0
@@ -272,4 +274,6 @@ def _cases_frame(rows, dates=None, file_index=None) -> pd.DataFrame:
     if file_index is None:
         file_index = [tuple(range(len(h))) for h in cases["haystack"]]
     cases["session_file_index"] = [tuple(int(k) for k in f) for f in file_index]
+    answers = [""] * len(cases) if answers is None else ["" if a is None else str(a) for a in answers]
+    cases["answer"] = pd.Series(answers, index=cases.index, dtype=object)
     return cases

@@ -114,7 +114,7 @@ def _parsed(path: Path, name: str, reader, files=None) -> Dataset:
 
 
 #: The layout of a parsed-dataset cache file; bump it when :func:`_dataset_arrays` changes.
-PARSED_FORMAT = 2
+PARSED_FORMAT = 3
 
 
 def _read_noting(reader, path) -> tuple:
@@ -142,6 +142,7 @@ _SCHEMA = {
         "usable": "b",
         "question_date": "M",
         "session_file_index": "tuple-int",
+        "answer": "str",
     },
 }
 #: The columns of ``Dataset.turns`` (``text`` is rebuilt from ``texts``, not stored).

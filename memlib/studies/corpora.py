@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from memlib._checks import check_int
+from memlib.answers import answer_turns
 from memlib.cases import CaseSet
 from memlib.cues import STORE_CUES
 from memlib.metrics import keep_count
@@ -55,6 +56,9 @@ class Corpus:
     question_valence : ndarray, shape (C,)
     texts : list of str, optional
         The texts (rows of ``text_id``).
+    answers : list of str, optional
+        Each question's answer string where the corpus gives one (``""`` where not): what
+        :func:`answer_retention_per_case` looks for.
     """
 
     name: str
@@ -67,6 +71,7 @@ class Corpus:
     questions: np.ndarray
     question_valence: np.ndarray
     texts: list | None = None
+    answers: list | None = None
 
     def subset(self, cases_idx) -> Corpus:
         """Return the corpus of the cases ``cases_idx`` and their histories."""
@@ -85,7 +90,23 @@ class Corpus:
             self.questions[cases_idx],
             self.question_valence[cases_idx],
             self.texts,
+            None if self.answers is None else [self.answers[c] for c in cases_idx],
         )
+
+    def answer_turns(self) -> list:
+        """Per question, the positions in its history of the turns that hold its answer string, or None.
+
+        :func:`memlib.answers.answer_turns` on each question's history; computed once.
+        """
+        if "_answer_turns" not in self.__dict__:
+            cs, found = self.cases, []
+            for c in range(cs.n_cases):
+                answer = None if self.answers is None or self.texts is None else self.answers[c]
+                g = int(cs.case_haystack[c])
+                texts = [self.texts[i] for i in self.text_id[g, : int(cs.length[g])]] if answer else []
+                found.append(answer_turns(texts, answer) if answer else None)
+            self.__dict__["_answer_turns"] = found
+        return self.__dict__["_answer_turns"]
 
     def shuffled_references(self, seed: int = 0) -> Corpus:
         """Return a placebo of the corpus: in each history, the user turns' texts shuffled among its user turns.
@@ -151,6 +172,7 @@ def load_corpus(data: DataSpec | str, progress: bool = False) -> Corpus:
         np.asarray(embed_cached(qs, embedding, progress=progress), np.float32),
         emotion_features(qs)[:, 0],
         list(ds.texts),
+        usable.cases["answer"].tolist(),
     )
     if data.quick and corpus.cases.n_cases > QUICK_CASES:  # evenly spread, so a stream's later questions stay in
         corpus = corpus.subset(np.unique(np.linspace(0, corpus.cases.n_cases - 1, QUICK_CASES).astype(np.int64)))
@@ -206,4 +228,20 @@ def recall_per_case(corpus: Corpus, value, kept_masks: np.ndarray, policies, k: 
     return any_, all_
 
 
-__all__ = ["Corpus", "kept", "load_corpus", "recall_per_case", "retention_per_case"]
+def answer_retention_per_case(corpus: Corpus, kept_masks: np.ndarray) -> np.ndarray:
+    """Whether each question's answer string is still in a turn its history kept (NaN where it cannot say).
+
+    A second measure of forgetting that reads no evidence labels: for a question whose corpus
+    gives an answer string found as whole words in one to
+    :data:`memlib.answers.ANSWER_MAX_TURNS` turns of its history
+    (:func:`memlib.answers.answer_turns`), 1.0 if one of those turns was kept, else 0.0; NaN for
+    every other question (no answer, a paraphrased one, or one as common as "2").
+    """
+    out = np.full(corpus.cases.n_cases, np.nan)
+    for c, turns in enumerate(corpus.answer_turns()):
+        if turns is not None:
+            out[c] = float(kept_masks[corpus.cases.case_haystack[c], turns].any())
+    return out
+
+
+__all__ = ["Corpus", "answer_retention_per_case", "kept", "load_corpus", "recall_per_case", "retention_per_case"]

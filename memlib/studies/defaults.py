@@ -53,7 +53,15 @@ from memlib.learning import fit_cue_value, hill_climb, retention_mass
 from memlib.metrics import RetentionEvaluator, grouped_summary
 from memlib.store import AdaptivePolicy, PaperPolicy, Policy, ValuePolicy, make_policy
 from memlib.studies._common import learner_settings, rank_by_worst_case
-from memlib.studies.corpora import READS, Corpus, kept, load_corpus, recall_per_case, retention_per_case
+from memlib.studies.corpora import (
+    READS,
+    Corpus,
+    answer_retention_per_case,
+    kept,
+    load_corpus,
+    recall_per_case,
+    retention_per_case,
+)
 from memlib.studies.data_spec import EACH, DataSpec
 from memlib.value import LinearValue
 
@@ -225,16 +233,24 @@ def _forgetting_rows(h: Corpus, values: dict, keep_fraction: float, trained_on: 
     return pd.concat(rows, ignore_index=True)
 
 
-def _retrieval_rows(h: Corpus, value, forgetting: Policy, labels: dict, keep_fraction, retrieval) -> pd.DataFrame:
+def _retrieval_rows(
+    h: Corpus, value, forgetting: Policy, labels: dict, keep_fraction, retrieval, answers=False
+) -> pd.DataFrame:
     """``recall_any@K`` and ``recall_all@K`` of each case of ``h``, kept by ``forgetting``, per retrieval policy.
 
-    ``retrieval`` maps ``(value_weight, mood_weight)`` labels to the policy that ranks.
+    ``retrieval`` maps ``(value_weight, mood_weight)`` labels to the policy that ranks. With
+    ``answers``, also ``answer_retention`` (part ``forgetting``) of the questions whose answer
+    string it can read (:func:`~.corpora.answer_retention_per_case`).
     """
-    any_, all_ = recall_per_case(h, value, kept(h, value, forgetting, keep_fraction), list(retrieval.values()), K)
+    masks = kept(h, value, forgetting, keep_fraction)
+    any_, all_ = recall_per_case(h, value, masks, list(retrieval.values()), K)
     rows = []
     for (a, b), ra, rall in zip(retrieval, any_, all_):
         for metric, vals in ((f"recall_any@{K}", ra), (f"recall_all@{K}", rall)):
             rows.append(_frame(h, "retrieval", {**labels, "value_weight": a, "mood_weight": b}, metric, vals))
+    if answers:
+        found = _frame(h, "forgetting", labels, "answer_retention", answer_retention_per_case(h, masks))
+        rows.append(found[found["value"].notna()])
     return pd.concat(rows, ignore_index=True)
 
 
@@ -243,12 +259,12 @@ MIX_KEYS = ["value_weight", "mood_weight"]
 MIXES = tuple((a, b) for a in VALUE_WEIGHTS for b in MOOD_WEIGHTS)
 
 
-def _config_rows(h, values, config: dict, keep_fraction, trained_on, split, mixes) -> pd.DataFrame:
+def _config_rows(h, values, config: dict, keep_fraction, trained_on, split, mixes, answers=False) -> pd.DataFrame:
     """:func:`_retrieval_rows` of one configuration (``value_model, rule, beta``) and the mixes ``mixes``."""
     labels = {"trained_on": trained_on, "split": split, **{k: config[k] for k in FORGET_KEYS}}
     forgetting = policy_of(config["rule"], config["beta"], config["value_scale"])
     retrieval = {m: mix_policy(*m) for m in mixes}
-    return _retrieval_rows(h, values[config["value_model"]], forgetting, labels, keep_fraction, retrieval)
+    return _retrieval_rows(h, values[config["value_model"]], forgetting, labels, keep_fraction, retrieval, answers)
 
 
 def _choices(forget: pd.DataFrame, plan: dict, by_name, values, keep_fraction) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -299,12 +315,12 @@ def _headline_rows(h, values, src, forget, chosen, keep_fraction) -> list[pd.Dat
         for k in FORGET_KEYS:
             sel = sel[sel[k] == ch[k]]
         mix = [(ch["value_weight"], ch["mood_weight"])]
-        rr = _config_rows(h, values, ch, keep_fraction, _key(src), "held_out", mix)
+        rr = _config_rows(h, values, ch, keep_fraction, _key(src), "held_out", mix, answers=True)
         out += [sel.assign(config=label)[cols], rr.assign(config=label)[cols]]
     # first in, first out (MemGPT's eviction; with no retrievals MemoryBank's too), by similarity alone
     fifo = make_policy("memgpt_fifo")
     ret = retention_per_case(h.cases, kept(h, values["paper_factors"], fifo, keep_fraction))
-    rr = _retrieval_rows(h, values["paper_factors"], fifo, {}, keep_fraction, {(0.0, 0.0): fifo})
+    rr = _retrieval_rows(h, values["paper_factors"], fifo, {}, keep_fraction, {(0.0, 0.0): fifo}, answers=True)
     label = "first in, first out"
     out += [_frame(h, "forgetting", {}, "retention", ret).assign(config=label)[cols], rr.assign(config=label)[cols]]
     return out
