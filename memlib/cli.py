@@ -92,7 +92,7 @@ def _run_study(args) -> pd.DataFrame:
 
 def _defaults(args) -> int:
     """Measure the defaults (held out), choose them on all histories, print and optionally write them."""
-    from memlib.studies import defaults
+    from memlib.studies import defaults, defaults_file
     from memlib.value import DEFAULTS_PATH
 
     path = None
@@ -106,7 +106,7 @@ def _defaults(args) -> int:
     data = DataSpec(quick=args.quick, sample=args.sample)
     hs = [defaults.load_corpus(dataclasses.replace(data, dataset=d)) for d in defaults.DATASETS]
     measured = defaults.defaults_study_on(hs, quick=args.quick)
-    chosen = defaults.choose_defaults(hs, measured=measured, data=data)
+    chosen = defaults_file.choose_defaults(hs, measured=measured, data=data)
     if args.json:
         print(_table_to_json(measured.headline))
     else:

@@ -479,7 +479,7 @@ def load_defaults(path=None) -> dict:
 
     ``policy`` holds the forgetting rule and the retrieval mix of :class:`memlib.store.ValuePolicy`;
     ``value`` the default value of :class:`memlib.store.MemoryStore`. Both were chosen by
-    :func:`memlib.studies.defaults.choose_defaults`, leaving one corpus out of LoCoMo,
+    :func:`memlib.studies.defaults_file.choose_defaults`, leaving one corpus out of LoCoMo,
     LongMemEval-S and RealMem at a time and taking the configuration whose worst held-out corpus
     keeps the most gold; ``measured`` holds the held-out numbers of each corpus.
     """

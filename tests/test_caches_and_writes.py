@@ -304,13 +304,13 @@ def test_a_long_name_is_refused_in_one_line_naming_the_limit(tmp_path):
 @pytest.fixture
 def fake_defaults(monkeypatch):
     """The defaults study replaced by a quick fake that records whether it ran."""
-    from memlib.studies import defaults
+    from memlib.studies import defaults, defaults_file
 
     ran = []
     measured = type("Measured", (), {"headline": pd.DataFrame({"corpus": ["x"], "held": [0.5]})})()
     monkeypatch.setattr(defaults, "load_corpus", lambda data: ran.append(data.dataset))
     monkeypatch.setattr(defaults, "defaults_study_on", lambda hs, quick=False: measured)
-    monkeypatch.setattr(defaults, "choose_defaults", lambda hs, measured, data: {"policy": {}, "value_model": "v"})
+    monkeypatch.setattr(defaults_file, "choose_defaults", lambda hs, measured, data: {"policy": {}, "value_model": "v"})
     return ran
 
 

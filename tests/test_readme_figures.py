@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from memlib.studies.defaults import readme_table
+from memlib.studies.defaults_file import readme_table
 from memlib.value import load_defaults
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
