@@ -100,6 +100,32 @@ def hazard_table(corpus: Corpus) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def hazard_agreement(hazard: pd.DataFrame) -> pd.Series:
+    """Per corpus, the correlation of the log rates of references and of gold over ages two sessions back or more.
+
+    ``hazard`` is :func:`hazard_table`'s (several corpora stacked). Ages where either rate is
+    missing or zero are left out; a corpus with fewer than three ages left is NaN. The previous
+    session (age 1) is left out too: topic continuity fills it with references that say little
+    about what a later question will reach back for.
+
+    >>> rows = [{"dataset": "d", "kind": k, "sessions_ago": a, "relative": r}
+    ...         for k, rs in (("references", (9.0, 4.0, 2.0, 1.0)), ("gold", (1.0, 8.0, 4.0, 2.0)))
+    ...         for a, r in zip(("1", "2", "3-4", "5-8"), rs)]
+    >>> hazard_agreement(pd.DataFrame(rows)).round(3).to_dict()
+    {'d': 1.0}
+    """
+    out = {}
+    hz = hazard.set_index(["dataset", "kind", "sessions_ago"])["relative"].sort_index()
+    for d in hazard["dataset"].unique():
+        r = hz.loc[(d, "references")].dropna().drop(index="1", errors="ignore")
+        g = hz.loc[(d, "gold")].dropna().drop(index="1", errors="ignore")
+        common = r.index.intersection(g.index)
+        ok = (r[common] > 0) & (g[common] > 0)
+        x, y = np.log(r[common][ok].to_numpy(float)), np.log(g[common][ok].to_numpy(float))
+        out[d] = float(np.corrcoef(x, y)[0, 1]) if ok.sum() >= 3 else float("nan")
+    return pd.Series(out, name="hazard_agreement")
+
+
 def shared_rare_words(texts: list[str]) -> np.ndarray:
     """``(n, n)`` counts of the words (3 letters or more) two texts share that at most :data:`RARE_SHARE` of them hold.
 
@@ -238,4 +264,12 @@ def need_study(
     return NeedResult(pd.concat(hazard, ignore_index=True), pd.DataFrame(auc), pd.concat(exps, ignore_index=True), info)
 
 
-__all__ = ["DATASETS", "NeedResult", "exponent_table", "hazard_table", "need_study", "reference_auc"]
+__all__ = [
+    "hazard_agreement",
+    "DATASETS",
+    "NeedResult",
+    "exponent_table",
+    "hazard_table",
+    "need_study",
+    "reference_auc",
+]
