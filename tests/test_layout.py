@@ -24,9 +24,12 @@ LAYERS = [
     {"memlib.embeddings", "memlib.embedding_cache"},
     {
         "memlib.factors",
+        "memlib.factor_key",
         "memlib.factor_sets",
         "memlib.factor_table",
         "memlib.goal_anchors",
+        "memlib.history_factors",
+        "memlib.self_readings",
         "memlib.usage",
         "memlib.online",
         "memlib.references",
