@@ -43,6 +43,7 @@ LAYERS = [
         "memlib.scoring",
         "memlib.synthetic",
         "memlib.cues",
+        "memlib.history_cues",
     },
     {"memlib.store"},
     {"memlib.studies", "memlib.plots"},
