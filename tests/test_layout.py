@@ -38,6 +38,7 @@ LAYERS = [
         "memlib.value",
         "memlib.forgetting",
         "memlib.learning",
+        "memlib.feature_fits",
         "memlib.value_net",
         "memlib.metrics",
         "memlib.scoring",

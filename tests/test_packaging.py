@@ -23,6 +23,7 @@ EXTRA_OF = {
     "book.py": "book",
     "plots.py": "studies",
     "learning.py": "studies",
+    "feature_fits.py": "studies",
     "cues.py": "studies",
     "studies": "studies",
 }
