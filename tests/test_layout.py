@@ -36,6 +36,7 @@ LAYERS = [
     },
     {
         "memlib.value",
+        "memlib.study_weights",
         "memlib.forgetting",
         "memlib.learning",
         "memlib.feature_fits",
