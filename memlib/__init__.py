@@ -54,7 +54,7 @@ Examples
 'emotional_intensity'
 >>> from memlib import learned_weights   # loaded on first use, with numpy only
 >>> learned_weights.__module__
-'memlib.value'
+'memlib.study_weights'
 """
 
 from memlib._checks import ParameterError
@@ -74,7 +74,7 @@ FACTORS = (
 )
 
 #: Names importable from ``memlib`` whose modules load on first use.
-_LAZY = {"learned_weights": "memlib.value"}
+_LAZY = {"learned_weights": "memlib.study_weights"}
 
 
 def __getattr__(name):

@@ -14,7 +14,7 @@ Every cue is a function of a turn and its past, never of a question:
 * **history cues** read the sentence embeddings (:mod:`memlib.embeddings`, the
   cache the factors use) of the turn and of earlier turns of the history;
 * **the role cue** ``self_talk`` reads who, in this history, talks about
-  themselves (:func:`self_talk`): a role relative to the conversation, so that it
+  themselves (:func:`~memlib.history_cues.self_talk`): a role relative to the conversation, so that it
   means the same in person-person chat, where every turn's role is ``user``, and
   in user-assistant chat;
 * **paper cues** are the paper's blind goal, self and emotion factors, read from
@@ -49,6 +49,7 @@ import pandas as pd
 
 from memlib import FACTORS
 from memlib._checks import ParameterError
+from memlib.history_cues import first_person_words, novelty, redundancy, self_talk
 from memlib.text_cues import TEXT_CUES, text_cues
 
 
@@ -124,108 +125,6 @@ _PAPER_COLUMNS = {"goal": FACTORS.index("goal_relevance"), "self": FACTORS.index
 STORE_CUES = ("is_user", *TEXT_CUES, "goal", "self", "emotion")
 #: Columns of :data:`memlib.FACTORS` that hold the last three store cues (goal, self, emotion).
 STORE_FACTOR_COLUMNS = [_PAPER_COLUMNS[k] for k in ("goal", "self", "emotion")]
-
-
-def novelty(E: np.ndarray) -> np.ndarray:
-    """``1 - max cosine`` of each unit row of ``E`` to the rows before it (1 for the first row).
-
-    >>> E = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]], np.float32)
-    >>> novelty(E).tolist()
-    [1.0, 0.0, 1.0]
-    """
-    n = len(E)
-    out = np.ones(n, np.float32)
-    if n > 1:
-        S = E @ E.T
-        S[np.triu_indices(n)] = -np.inf
-        out[1:] = 1.0 - np.clip(S[1:].max(axis=1), -1.0, 1.0)
-    return out
-
-
-def first_person_words(texts) -> np.ndarray:
-    """First-person words and words of each text, shape (n, 2), float64.
-
-    A text is read as :func:`text_cues` reads it: its first :data:`memlib._text.TEXT_BOUND`
-    characters, split into words (letters, with one inner apostrophe), a word being first person
-    when it is one of :data:`memlib.text_cues.FIRST_PERSON_WORDS` in lower case.
-
-    >>> first_person_words(["I think my sister moved.", "Here is a recipe for you."]).tolist()
-    [[2.0, 5.0], [0.0, 6.0]]
-    """
-    from memlib._text import bounded
-    from memlib.text_cues import _FIRST_WORDS, _WORD  # the first_person text cue's word reading
-
-    out = np.zeros((len(texts), 2))
-    for i, t in enumerate(texts):
-        words = _WORD.findall(bounded(str(t)))
-        out[i] = (sum(w.lower() in _FIRST_WORDS for w in words), len(words))
-    return out
-
-
-def self_talk(speaker, first_person, words, session) -> np.ndarray:
-    """Each turn's *self talk* in one history: its speaker's rate of first-person words, over the highest rate.
-
-    A speaker's rate is its first-person words per word over its turns from the history's start to
-    the end of the turn's session (the past of :mod:`memlib.cues`; later sessions change nothing);
-    the cue divides it by the highest rate of any speaker over the same turns. So the speaker who,
-    so far, talks most about themselves gets 1, whatever the corpus calls the speakers or their
-    roles: in user-assistant chat that is (nearly always) the user, in person-person chat each
-    speaker gets about 1. While no speaker has said a first-person word, every turn gets 1 (no
-    speaker stands out).
-
-    A rate per word, not per turn: the binary ``first_person`` text cue is more common among the
-    assistant's turns of LongMemEval-S than among the user's (the user's turns are mostly questions,
-    which it does not count, and an assistant's long answers almost always hold an "I"), while the
-    assistant's first-person words per word are a fraction of the user's.
-
-    Parameters
-    ----------
-    speaker : array_like, shape (n,)
-        Who says each turn, in history order (any labels).
-    first_person, words : array_like, shape (n,)
-        First-person words and words of each turn (:func:`first_person_words`).
-    session : array_like, shape (n,)
-        Each turn's session (any labels; a session's turns are contiguous).
-
-    Returns
-    -------
-    ndarray, shape (n,), float32
-        In [0, 1].
-
-    >>> self_talk(["a", "b", "a", "b"], [2, 0, 1, 1], [4, 5, 4, 5], [0, 0, 1, 1]).astype(float).round(2).tolist()
-    [1.0, 0.0, 1.0, 0.27]
-    """
-    speaker = np.asarray(speaker)
-    n = len(speaker)
-    if n == 0:
-        return np.zeros(0, np.float32)
-    _, who = np.unique(speaker, return_inverse=True)
-    _, sess = np.unique(np.asarray(session), return_inverse=True)
-    end = np.zeros(sess.max() + 1, np.int64)
-    np.maximum.at(end, sess, np.arange(n))  # each session's last position
-    one = np.zeros((n, who.max() + 1))
-    one[np.arange(n), who] = 1.0
-    fp = np.cumsum(one * np.asarray(first_person, dtype=np.float64)[:, None], axis=0)[end[sess]]
-    wd = np.cumsum(one * np.asarray(words, dtype=np.float64)[:, None], axis=0)[end[sess]]
-    rate = np.divide(fp, wd, out=np.zeros_like(fp), where=wd > 0)  # (n, speakers) up to each turn's session end
-    top = rate.max(axis=1)
-    own = rate[np.arange(n), who]
-    return np.where(top > 0, own / np.where(top > 0, top, 1.0), 1.0).astype(np.float32)
-
-
-def redundancy(E: np.ndarray, session: np.ndarray) -> np.ndarray:
-    """Max cosine of each unit row of ``E`` to the other rows of its session (0 when alone).
-
-    >>> E = np.array([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0]], np.float32)
-    >>> redundancy(E, np.array([0, 0, 1])).astype(float).round(2).tolist()
-    [0.6, 0.6, 0.0]
-    """
-    n = len(E)
-    S = E @ E.T
-    same = session[:, None] == session[None, :]
-    S[~same | np.eye(n, dtype=bool)] = -np.inf
-    m = S.max(axis=1) if n else np.zeros(0, np.float32)
-    return np.where(np.isfinite(m), m, 0.0).astype(np.float32)
 
 
 @dataclass
@@ -372,29 +271,20 @@ def compute_cues(ds, annotation, embedding: str = "fast", progress: bool = False
         raise ParameterError(f"cues are blind: pass the blind annotation, not the {annotation.regime!r} one")
     cs = annotation.cases
     rows_gn = annotation.turn_rows
-    G, N = rows_gn.shape
     valid = rows_gn >= 0
     turns = ds.turns
     seconds = {}
 
     t0 = time.perf_counter()
-    used_rows = np.unique(rows_gn[valid])
     text_ids = turns["text_id"].to_numpy()
-    used_texts = np.unique(text_ids[used_rows])
+    used_texts = np.unique(text_ids[np.unique(rows_gn[valid])])
     T = np.zeros((len(ds.texts), len(TEXT_CUES)), np.float32)
     T[used_texts] = text_cues([ds.texts[i] for i in used_texts])
     seconds["text"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    role = (turns["role"].to_numpy() == "user").astype(np.float32)
     sess_code, _ = pd.factorize(turns["session"])
-    turn_idx = turns["turn"].to_numpy()
-    sizes = np.bincount(sess_code)
-    n_sess = sizes[sess_code]
-    opener = turns.groupby(sess_code, sort=False)["speaker"].transform("first").to_numpy()
-    opens = (turns["speaker"].to_numpy() == opener).astype(np.float32)
-    first_in = (turn_idx == 0).astype(np.float32)
-    pos_in = np.where(n_sess > 1, turn_idx / np.maximum(n_sess - 1, 1), 0.0).astype(np.float32)
+    cols = _turn_cues(turns, sess_code)
     last_t = np.array([cs.time[g, n - 1] if n else 0.0 for g, n in enumerate(cs.length)])
     age = np.where(valid, np.log1p(np.maximum(last_t[:, None] - cs.time, 0.0)), 0.0)
     seconds["turn"] = time.perf_counter() - t0
@@ -403,39 +293,54 @@ def compute_cues(ds, annotation, embedding: str = "fast", progress: bool = False
     E_text = embed_text_table(ds.texts, used_texts, embedding, progress=progress)
     t0 = time.perf_counter()
     seconds["embeddings_from_cache"] = t0 - t_embed
-    FP = np.zeros((len(ds.texts), 2))
-    FP[used_texts] = first_person_words([ds.texts[i] for i in used_texts])
-    speaker_code, _ = pd.factorize(turns["speaker"])
-    nov = np.zeros((G, N), np.float32)
-    red = np.zeros((G, N), np.float32)
-    talk = np.zeros((G, N), np.float32)
-    for g in range(G):
-        n = int(cs.length[g])
-        r = rows_gn[g, :n]
-        E = E_text[text_ids[r]]
-        nov[g, :n] = novelty(E)
-        red[g, :n] = redundancy(E, sess_code[r])
-        talk[g, :n] = self_talk(speaker_code[r], FP[text_ids[r], 0], FP[text_ids[r], 1], sess_code[r])
+    history = _history_cues(ds, rows_gn, cs.length, E_text, used_texts, sess_code)
     seconds["history"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     rr = np.where(valid, rows_gn, 0)
-    cols = {
-        "is_user": role[rr],
-        "opens_session": opens[rr],
-        ROLE_CUE: talk,
-        **{name: T[text_ids[rr], j] for j, name in enumerate(TEXT_CUES)},
-        "novelty": nov,
-        "redundancy": red,
-        "first_in_session": first_in[rr],
-        "position_in_session": pos_in[rr],
-        "age": age,
-        **{name: cs.factors[..., j] for name, j in _PAPER_COLUMNS.items()},
-    }
+    cols = {k: v[rr] for k, v in cols.items()}
+    cols.update(history, age=age)
+    cols.update({name: T[text_ids[rr], j] for j, name in enumerate(TEXT_CUES)})
+    cols.update({name: cs.factors[..., j] for name, j in _PAPER_COLUMNS.items()})
     V = np.stack([cols[name] for name in CUE_NAMES], axis=-1).astype(np.float32)
     V[~valid] = 0.0
     seconds["paper"] = time.perf_counter() - t0
     return CueTable(V, CUE_NAMES, cs.length.copy(), False, seconds, int(cs.length.sum()))
+
+
+def _turn_cues(turns: pd.DataFrame, sess_code: np.ndarray) -> dict:
+    """Return the turn cues that read a turn's role, speaker and place in its session, per row of ``turns``."""
+    turn_idx = turns["turn"].to_numpy()
+    n_sess = np.bincount(sess_code)[sess_code]
+    opener = turns.groupby(sess_code, sort=False)["speaker"].transform("first").to_numpy()
+    return {
+        "is_user": (turns["role"].to_numpy() == "user").astype(np.float32),
+        "opens_session": (turns["speaker"].to_numpy() == opener).astype(np.float32),
+        "first_in_session": (turn_idx == 0).astype(np.float32),
+        "position_in_session": np.where(n_sess > 1, turn_idx / np.maximum(n_sess - 1, 1), 0.0).astype(np.float32),
+    }
+
+
+def _history_cues(ds, rows_gn: np.ndarray, length: np.ndarray, E_text: np.ndarray, used_texts, sess_code) -> dict:
+    """Return the history cues (:mod:`memlib.history_cues`) of every history, shape (G, N) each, padding 0.
+
+    ``rows_gn`` maps each history's positions to rows of ``ds.turns``; ``E_text`` holds the
+    embeddings of the texts at ``used_texts``; ``sess_code`` codes each row's session.
+    """
+    turns = ds.turns
+    text_ids = turns["text_id"].to_numpy()
+    FP = np.zeros((len(ds.texts), 2))
+    FP[used_texts] = first_person_words([ds.texts[i] for i in used_texts])
+    speaker_code, _ = pd.factorize(turns["speaker"])
+    out = {name: np.zeros(rows_gn.shape, np.float32) for name in ("novelty", "redundancy", ROLE_CUE)}
+    for g in range(rows_gn.shape[0]):
+        n = int(length[g])
+        r = rows_gn[g, :n]
+        E = E_text[text_ids[r]]
+        out["novelty"][g, :n] = novelty(E)
+        out["redundancy"][g, :n] = redundancy(E, sess_code[r])
+        out[ROLE_CUE][g, :n] = self_talk(speaker_code[r], FP[text_ids[r], 0], FP[text_ids[r], 1], sess_code[r])
+    return out
 
 
 def store_cues(texts, roles, factors) -> np.ndarray:

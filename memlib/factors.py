@@ -45,16 +45,16 @@ and the store runs turn by turn (:mod:`memlib.store.annotate`). The readings
 that are not online by definition, the ``released`` set's whole-history ones
 (self ``history``, goal ``session_or_history``), the other readings of
 :data:`SELF_READINGS` and :data:`GOAL_READINGS`, and the ``oracle`` anchor,
-are computed over a whole history at once (:func:`_self_relevance`,
+are computed over a whole history at once (:mod:`memlib.self_readings`,
 :mod:`memlib.goal_anchors`) and replace the annotator's column.
 
-This module computes the table (:func:`annotate`) and the non-causal self
-relevance; its parts live in their own modules, and every public name of them
-is importable from here too: what is read of a turn's text (VADER, emotional intensity,
-reliability) in :mod:`memlib.text_cues`, the goal anchors in
-:mod:`memlib.goal_anchors`, the factor sets and their readings in
-:mod:`memlib.factor_sets`, and the table (:class:`Annotation`) and its cache
-file in :mod:`memlib.factor_table`.
+This module computes the table (:func:`annotate`); its parts live in their own modules, and
+every public name of them is importable from here too: what is read of a turn's text (VADER,
+emotional intensity, reliability) in :mod:`memlib.text_cues`, the goal anchors in
+:mod:`memlib.goal_anchors`, the self readings in :mod:`memlib.self_readings`, the factor sets
+and their readings in :mod:`memlib.factor_sets`, the tables of a dataset's histories in
+:mod:`memlib.history_factors`, and the table (:class:`Annotation`), its cache file and its
+cache key in :mod:`memlib.factor_table` and :mod:`memlib.factor_key`.
 
 >>> emotional_intensity(["The meeting is at noon.", "I LOVE this, it is SO amazing!!!"]).round(2).tolist()
 [0.0, 0.93]
@@ -66,35 +66,34 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import inspect
-import json
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from memlib import FACTORS
+from memlib import factor_key as _factor_key
 from memlib import factor_sets as _factor_sets
 from memlib import factor_table as _factor_table
 from memlib import goal_anchors as _goal_anchors
+from memlib import self_readings as _self_readings
 from memlib import text_cues as _text_cues
-from memlib._cachefiles import safe_name as _safe_name
 from memlib._checks import ParameterError, check_choice
 from memlib.cases import CaseSet
 from memlib.datasets import Dataset, DatasetError
 from memlib.embeddings import (
     cache_folder_ok,
-    cache_root,
     check_device,
     embed_cached,
     embed_text_table,
     report_unwritable,
+    resolve_setting,
     set_aside,
 )
 
 # The parts of the annotator that live in their own modules: their public names are importable from
 # here too (studies, the store, tests and notebooks read them as memlib.factors.<name>; see __all__).
+from memlib.factor_key import SOURCE_FILES, fingerprint, table_path  # noqa: F401 (re-exported: __all__)
 from memlib.factor_sets import (  # noqa: F401 (re-exported: __all__)
     ALL_FACTOR_SETS,
     EMOTION_READINGS,
@@ -116,8 +115,9 @@ from memlib.goal_anchors import (  # noqa: F401 (re-exported: __all__)
     SessionOrHistoryAnchor,
     _cos01,
 )
-from memlib.online import annotate_history
+from memlib.history_factors import history_factors
 from memlib.rule_emotion import rule_intensity
+from memlib.self_readings import self_relevance, session_ends  # noqa: F401 (re-exported: __all__)
 from memlib.text_cues import (  # noqa: F401 (re-exported: __all__)
     AROUSAL_READINGS,
     PARALLEL_MIN_TEXTS,
@@ -146,79 +146,6 @@ def content_keys(cases: pd.DataFrame) -> list:
         hashlib.sha256(f"{q}\x1f{d}".encode("utf-8", "surrogatepass")).hexdigest()[:24]
         for q, d in zip(cases["question"], cases["question_date"])
     ]
-
-
-#: The source files of memlib/ whose code changes a factor table; the cache key (:func:`fingerprint`)
-#: hashes them, so an edit to any of them invalidates the cached tables (``datasets``: that package;
-#: ``__init__.py`` holds the column order, :data:`memlib.FACTORS`). Every module this one loads is
-#: here but ``_checks.py`` (error messages), ``_cachefiles.py`` (cache paths) and ``_safewrite.py``
-#: (how a file is written, not what it holds).
-SOURCE_FILES = (
-    "__init__.py",
-    "factors.py",
-    "factor_sets.py",
-    "factor_table.py",
-    "goal_anchors.py",
-    "online.py",
-    "text_cues.py",
-    "rule_emotion.py",
-    "_text.py",
-    "cases.py",
-    "embeddings.py",
-    "embedding_cache.py",
-    "datasets",
-)
-
-
-def _source_version() -> str:
-    from memlib.datasets import source_files
-
-    here = Path(__file__).resolve().parent
-    h = hashlib.sha256()
-    for name in SOURCE_FILES:
-        # the datasets package: every .py file of memlib/datasets/, sorted by name
-        for path in source_files() if name == "datasets" else [here / name]:
-            if path.is_file():  # a module not (or no longer) there runs no code
-                h.update(path.read_bytes())
-    return h.hexdigest()[:16]
-
-
-def fingerprint(ds: Dataset, regime: str, options: dict) -> str:
-    """Cache key: annotator source, regime, options and the dataset's content."""
-    h = hashlib.sha256()
-    h.update(_source_version().encode())
-    h.update(json.dumps([ds.name, regime, options], sort_keys=True, default=str).encode())
-    c = ds.cases
-    h.update(
-        json.dumps(
-            [
-                list(c["case_id"]),
-                list(c["question"]),
-                [list(x) for x in c["haystack"]],
-                [list(x) for x in c["gold"]],
-                list(c["group"]),
-            ]
-        ).encode()
-    )
-    used = set().union(*c["haystack"]) if len(c) else set()
-    turns = ds.turns[ds.turns["session"].isin(used)]  # only the turns the cases read
-    h.update(
-        pd.util.hash_pandas_object(turns[["session", "role", "speaker", "text", "timestamp"]], index=False)
-        .to_numpy()
-        .tobytes()
-    )
-    return h.hexdigest()[:24]
-
-
-def _with_replayed_usage(ds, regime, args: dict):
-    """:func:`annotate` with ``retrievals='replayed'``: the annotation, then its replayed usage column."""
-    from memlib.usage import replay_annotation, with_usage
-
-    kw = {k: args[k] for k in inspect.signature(annotate).parameters if k not in ("ds", "regime")}
-    ann = annotate(ds, regime, **{**kw, "retrievals": None})
-    _, factor = replay_annotation(ds, ann, embedding_setting=kw["embedding_setting"], progress=kw["progress"])
-    inert = [f for f in ann.inert if f != "usage_history"] if factor.any() else ann.inert
-    return dataclasses.replace(ann, cases=with_usage(ann.cases, factor), inert=inert)
 
 
 def annotate(
@@ -281,13 +208,44 @@ def annotate(
         Load / store the factor table in ``data/cache/factors`` (keyed by
         :func:`fingerprint`) and the embeddings in the embedding cache.
     """
-    from memlib.embeddings import resolve_setting
+    read = _checked_readings(ds, regime, factor_set, arousal, self_reading, readings, device)
+    replayed = _replayed(retrievals)
+    embedding = _Embedding(embedding_setting, device, use_cache, progress)
+    inputs = _Inputs(value_profile, task_utility, None if replayed else retrievals)
+    ann = _annotation(ds, regime, factor_set, arousal, read, embedding, inputs)
+    return _with_replayed_usage(ds, ann, embedding) if replayed else ann
 
-    if isinstance(retrievals, str):
-        if retrievals != "replayed":
-            msg = f"retrievals must be counts per row of dataset.turns or 'replayed', got {retrievals!r}"
-            raise ParameterError(msg)
-        return _with_replayed_usage(ds, regime, locals())
+
+@dataclasses.dataclass(frozen=True)
+class _Embedding:
+    """How :func:`annotate` embeds: the setting, the device, whether through the cache, with a progress bar."""
+
+    setting: object
+    device: str | None
+    use_cache: bool
+    progress: bool
+
+    def texts(self, texts: list, used: np.ndarray) -> np.ndarray:
+        """Embed the texts of ``texts`` at ``used`` (the rows of a table by text id; :func:`embed_text_table`)."""
+        kw = {"progress": self.progress, "use_cache": self.use_cache, "device": self.device}
+        return embed_text_table(texts, used, self.setting, **kw)
+
+    def strings(self, strings: list, progress: bool) -> np.ndarray:
+        """Embed a few strings (a value profile, the questions) through :func:`embed_cached`."""
+        return embed_cached(strings, self.setting, progress=progress, use_cache=self.use_cache)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Inputs:
+    """What :func:`annotate` is given that makes an otherwise inert factor live (see its parameters)."""
+
+    value_profile: str | None
+    task_utility: object
+    retrievals: object
+
+
+def _checked_readings(ds, regime, factor_set, arousal, self_reading, readings, device) -> dict:
+    """Check :func:`annotate`'s choices of regime, factor set and readings; return the readings it computes."""
     check_choice("regime", regime, REGIMES)
     check_choice("factor_set", factor_set, ALL_FACTOR_SETS)
     check_choice("arousal", arousal, AROUSAL_READINGS)
@@ -302,12 +260,35 @@ def annotate(
         )
     if device is not None:  # before a cached table makes the device moot
         check_device(device)
-    max_seq_length, backend = resolve_setting(embedding_setting)
+    return read
+
+
+def _replayed(retrievals) -> bool:
+    """Whether ``retrievals`` asks for the replayed usage (``'replayed'``; another string is refused)."""
+    if isinstance(retrievals, str) and retrievals != "replayed":
+        msg = f"retrievals must be counts per row of dataset.turns or 'replayed', got {retrievals!r}"
+        raise ParameterError(msg)
+    return isinstance(retrievals, str)
+
+
+def _with_replayed_usage(ds, ann: Annotation, embedding: _Embedding) -> Annotation:
+    """``ann`` (annotated without retrievals) with the usage column of its replayed retrievals (``'replayed'``)."""
+    from memlib.usage import replay_annotation, with_usage
+
+    _, factor = replay_annotation(ds, ann, embedding_setting=embedding.setting, progress=embedding.progress)
+    inert = [f for f in ann.inert if f != "usage_history"] if factor.any() else ann.inert
+    return dataclasses.replace(ann, cases=with_usage(ann.cases, factor), inert=inert)
+
+
+def _annotation(ds, regime, factor_set, arousal, read, embedding: _Embedding, inputs: _Inputs) -> Annotation:
+    """Return the table of :func:`annotate` for checked arguments: read from its cache, or computed (and cached)."""
+    max_seq_length, backend = resolve_setting(embedding.setting)
     t0 = time.perf_counter()
     usable = ds.usable()
+    retrievals = inputs.retrievals
     options = {
-        "value_profile": value_profile,
-        "task_utility": getattr(task_utility, "__qualname__", None),
+        "value_profile": inputs.value_profile,
+        "task_utility": getattr(inputs.task_utility, "__qualname__", None),
         "retrievals": None if retrievals is None else hashlib.sha1(np.asarray(retrievals).tobytes()).hexdigest(),
         "max_seq_length": max_seq_length,
         "embedding_backend": backend,
@@ -315,9 +296,8 @@ def annotate(
         "arousal": arousal,
         "readings": read,
     }
-    key = fingerprint(usable, regime, options)
-    path = cache_root() / "factors" / f"{_safe_name(ds.name)}-{regime}-{key}.npz"
-    if use_cache and path.is_file():
+    path = table_path(ds, usable, regime, options)
+    if embedding.use_cache and path.is_file():
         try:
             ann = load_annotation(path)
         except DatasetError as exc:  # a damaged table: say which, move it aside, recompute
@@ -325,19 +305,54 @@ def annotate(
         else:
             ann.info.update(cached=True, seconds=time.perf_counter() - t0)
             return ann
-    save = use_cache and cache_folder_ok(path.parent)  # an unusable folder is reported before the work
+    save = embedding.use_cache and cache_folder_ok(path.parent)  # an unusable folder is reported before the work
+    ann = _computed(ds, usable, regime, read, embedding, inputs, options, t0)
+    if save:
+        try:
+            save_annotation(ann, path)
+        except OSError as exc:  # the folder turned unusable during the run: keep the result, uncached
+            report_unwritable(path.parent, exc)
+    return ann
 
+
+def _computed(ds, usable, regime, read, embedding: _Embedding, inputs: _Inputs, options: dict, t0) -> Annotation:
+    """Compute the table of :func:`annotate` (``options``: what its cache key hashed, kept in its info)."""
     # only the turns the usable cases' haystacks hold are embedded and scored; `kept` maps them back
     day_zero = ds.turns["timestamp"].min()
     sub, kept = usable.used_turns()
-    turns = sub.turns
+    text_ids = sub.turns["text_id"].to_numpy()
+    E = embedding.texts(ds.texts, np.unique(text_ids))[text_ids]
+    t_embedded = time.perf_counter()
+    columns = _turn_columns(ds, sub.turns, kept, read, options["arousal"], inputs, len(usable.turns))
+    value_vec = None
+    if inputs.value_profile:
+        value_vec = embedding.strings([inputs.value_profile], progress=False)[0]
+    # the causal readings of the paper set (self: earlier, blind goal: session) are the online annotator's
+    # (memlib.online), history by history; another reading or anchor replaces its column (vectorised)
+    online_goal = regime == "blind" and read["goal"] == "session"
+    anchor = None if online_goal else BLIND_ANCHORS[read["goal"]]() if regime == "blind" else ANCHORS[regime]()
+    qvecs = None
+    if anchor is not None:
+        anchor.prepare(sub, E)
+        if anchor.per_question:
+            qvecs = embedding.strings(usable.cases["question"].tolist(), progress=embedding.progress)
+    t_days = ((sub.turns["timestamp"] - day_zero) / pd.Timedelta(days=1)).to_numpy()
+    # the released code computes in float64, and float32 would merge values it keeps apart (its emotion
+    # rules give 0.15 and 0.15000000000000002), which changes its first-come ties
+    dtype = np.float64 if options["factor_set"] == "released" else np.float32
+    tables = history_factors(sub, E, columns, value_vec, t_days, read, anchor, qvecs, dtype)
+    return _annotation_of(ds, usable, kept, regime, tables, dtype, options, t0, t_embedded)
+
+
+def _turn_columns(ds, turns: pd.DataFrame, kept, read: dict, arousal: str, inputs: _Inputs, n_rows: int) -> dict:
+    """Return the factors of ``turns`` that read no other turn, by :func:`memlib.online.annotate_history`'s names.
+
+    Emotional intensity and reliability from the text and role; task utility and usage history
+    from :func:`annotate`'s inputs, zero without them. ``kept`` are the turns' rows of the
+    dataset's ``n_rows``, which ``retrievals`` counts.
+    """
     text_ids = turns["text_id"].to_numpy()
     used_texts = np.unique(text_ids)
-    E_text = embed_text_table(
-        ds.texts, used_texts, embedding_setting, progress=progress, use_cache=use_cache, device=device
-    )
-    t_embedded = time.perf_counter()
-    E = E_text[text_ids]
     if read["emotion"] == "rules":
         emotion = _rule_emotion(ds.texts, used_texts)[text_ids]
     else:
@@ -348,11 +363,8 @@ def annotate(
         cues=read["reliability"] == "extended",
         provenance=PROVENANCE.get(read["reliability"], PROVENANCE["paper"]),
     )
-    value_vec = None
-    if value_profile:
-        value_vec = embed_cached([value_profile], embedding_setting, progress=False, use_cache=use_cache)[0]
-    if task_utility is not None:
-        task_col = np.asarray(task_utility(turns["text"].tolist()), dtype=float)
+    if inputs.task_utility is not None:
+        task_col = np.asarray(inputs.task_utility(turns["text"].tolist()), dtype=float)
         if (
             task_col.shape != (len(turns),)
             or np.any((task_col < 0) | (task_col > 1))
@@ -361,74 +373,20 @@ def annotate(
             raise ParameterError("task_utility must return one value in [0, 1] per turn")
     else:
         task_col = np.zeros(len(turns))
-    if retrievals is not None:
-        r = np.asarray(retrievals, dtype=float)
-        if r.shape != (len(usable.turns),) or np.any(r < 0):
+    if inputs.retrievals is not None:
+        r = np.asarray(inputs.retrievals, dtype=float)
+        if r.shape != (n_rows,) or np.any(r < 0):
             raise ParameterError("retrievals must hold one count >= 0 per row of dataset.turns")
         r = r[kept]
         usage_col = r / (1.0 + r)
     else:
         usage_col = np.zeros(len(turns))
+    return {"emotional_intensity": emotion, "reliability": rel, "task_utility": task_col, "usage_history": usage_col}
 
-    # the causal readings of the paper set (self: earlier, blind goal: session) are the online annotator's
-    # (memlib.online), history by history; another reading or anchor replaces its column (vectorised)
-    online_goal = regime == "blind" and read["goal"] == "session"
-    anchor = None if online_goal else BLIND_ANCHORS[read["goal"]]() if regime == "blind" else ANCHORS[regime]()
-    if anchor is not None:
-        anchor.prepare(sub, E)
-    per_question, qvecs = anchor is not None and anchor.per_question, None
-    if per_question:
-        qvecs = embed_cached(
-            usable.cases["question"].tolist(), embedding_setting, progress=progress, use_cache=use_cache
-        )
-    roles = turns["role"].to_numpy()
-    speakers = turns["speaker"].to_numpy()
-    t_days = ((turns["timestamp"] - day_zero) / pd.Timedelta(days=1)).to_numpy()
 
-    hay_index: dict = {}
-    factors, times, rows_list, case_h = [], [], [], []
-    base: dict = {}  # per unique history: (rows, factors (goal: the annotator's), position of each row, times)
-    first = dict(zip(sub.sessions["session"], sub.sessions["first_turn"]))
-    count = dict(zip(sub.sessions["session"], sub.sessions["n_turns"]))
-    gold = []
-    # the released code computes in float64, and float32 would merge values it keeps apart (its emotion
-    # rules give 0.15 and 0.15000000000000002), which changes its first-come ties
-    dtype = np.float64 if factor_set == "released" else np.float32
-    session_codes = pd.factorize(turns["session"])[0]
-    file_index = sub.cases["session_file_index"] if read["order"] == "file" else [None] * len(sub.cases)
-    for c, (hay, gold_rows, in_file) in enumerate(zip(sub.cases["haystack"], sub.cases["gold"], file_index)):
-        if in_file is not None:  # the history as its file lists it; its clock counts sessions
-            hay = tuple(hay[k] for k in np.argsort(in_file, kind="stable"))
-        if hay not in base:
-            parts = [np.arange(first[s], first[s] + count[s]) for s in hay]
-            rows = np.concatenate(parts)
-            clock = np.repeat(np.arange(len(parts), dtype=np.float64), [len(p) for p in parts])
-            F = annotate_history(
-                E[rows],
-                roles[rows],
-                speakers[rows],
-                session_codes[rows],
-                value_profile=value_vec,
-                emotional_intensity=emotion[rows],
-                reliability=rel[rows],
-                task_utility=task_col[rows],
-                usage_history=usage_col[rows],
-            ).astype(dtype)
-            if read["self"] != "earlier":  # a reading that is not the online annotator's (not causal)
-                F[:, 3] = _self_relevance(E[rows], roles[rows], speakers[rows], read["self"], session_codes[rows])
-            base[hay] = (rows, F, {r: i for i, r in enumerate(rows)}, clock if in_file is not None else t_days[rows])
-        rows, F0, pos, t_rows = base[hay]
-        key_h = (hay, c) if per_question else hay
-        if key_h not in hay_index:
-            F = F0.copy()
-            if anchor is not None:
-                F[:, 1] = anchor.goal(sub, c, rows, E, None if qvecs is None else qvecs[c])
-            hay_index[key_h] = len(factors)
-            factors.append(F)
-            times.append(t_rows)
-            rows_list.append(rows)
-        case_h.append(hay_index[key_h])
-        gold.append([pos[g] for g in gold_rows])
+def _annotation_of(ds, usable, kept, regime: str, tables: tuple, dtype, options: dict, t0, t_embedded) -> Annotation:
+    """Return the :class:`Annotation` of the tables of :func:`~memlib.history_factors.history_factors`."""
+    factors, times, rows_list, case_h, gold = tables
     cs = CaseSet.from_haystacks(
         factors,
         times,
@@ -454,70 +412,7 @@ def annotate(
         "seconds_beyond_embedding": time.perf_counter() - t_embedded,
         "peak_rss_gb": peak_rss_gb(),
     }
-    ann = Annotation(ds.name, regime, cs, turn_rows, inert, info)
-    if save:
-        try:
-            save_annotation(ann, path)
-        except OSError as exc:  # the folder turned unusable during the run: keep the result, uncached
-            report_unwritable(path.parent, exc)
-    return ann
-
-
-def _session_ends(sessions) -> np.ndarray:
-    """For each row of a history, the row that ends its session (a history's sessions are contiguous)."""
-    sessions = np.asarray(sessions)
-    if len(sessions) == 0:
-        return np.zeros(0, np.int64)
-    starts = np.r_[True, sessions[1:] != sessions[:-1]]
-    ends = np.r_[np.flatnonzero(starts)[1:] - 1, len(sessions) - 1]
-    return ends[np.cumsum(starts) - 1]
-
-
-def _self_relevance(
-    E: np.ndarray, roles: np.ndarray, speakers: np.ndarray, reading: str = "earlier", sessions=None
-) -> np.ndarray:
-    """Self/user relevance of each turn of one history (see module docstring).
-
-    ``reading`` (:data:`SELF_READINGS`): ``earlier`` compares a turn with the
-    centroid of the user's strictly earlier turns (the online annotator's,
-    :func:`memlib.online.annotate_history`); the other readings are not causal,
-    so they are computed here, over the whole history at once: ``inclusive`` puts a user turn
-    in its own centroid; ``through_session`` uses the user's turns up to the end
-    of the turn's session (``sessions``: one session code per row), what an
-    agent that consolidates at each session's end knows; ``history`` uses all the
-    user's turns of the history, later ones included (it reads no question, but
-    it is not causal). An assistant turn is compared with the user turns
-    (earlier ones, through its session, or all for ``history``).
-
-    >>> E = np.eye(3)[[0, 1, 0, 2]].astype(float)
-    >>> roles = np.array(["user", "assistant", "user", "user"])
-    >>> _self_relevance(E, roles, roles, "through_session", [0, 0, 1, 1]).round(3).tolist()
-    [1.0, 0.5, 0.947, 0.724]
-    """
-    if reading == "earlier":
-        return annotate_history(E, roles, speakers)[:, FACTORS.index("self_relevance")]
-    user = roles == "user"
-    out = np.full(len(E), 0.5)
-    ends = _session_ends(sessions) if reading == "through_session" else None
-
-    def centroids(X, cum_rows=None):
-        if reading == "history":
-            return np.broadcast_to(X.sum(axis=0, keepdims=True), X.shape)
-        cum = np.cumsum(X, axis=0)
-        return cum[cum_rows] if reading == "through_session" else cum  # (inclusive)
-
-    Eu = E * user[:, None]
-    asst = ~user
-    if asst.any():
-        out[asst] = _cos01(E[asst], centroids(Eu, ends)[asst])
-    for s in np.unique(speakers[user]):
-        m = user & (speakers == s)
-        if reading == "through_session":  # the speaker's turns through each row's session end
-            cent = np.cumsum(E * m[:, None], axis=0)[ends][m]
-        else:
-            cent = centroids(E[m])
-        out[m] = _cos01(E[m], cent)
-    return out
+    return Annotation(ds.name, regime, cs, turn_rows, inert, info)
 
 
 _RULE_MEMO: list = []
@@ -571,15 +466,16 @@ __all__ = list(
             # defined here
             "INERT_WITHOUT_INPUT",
             "REGIMES",
-            "SOURCE_FILES",
             "annotate",
             "content_keys",
-            "fingerprint",
             "peak_rss_gb",
             # the annotator's parts
+            *_factor_key.__all__,
             *_factor_sets.__all__,
             *_factor_table.__all__,
             *_goal_anchors.__all__,
+            "history_factors",
+            *_self_readings.__all__,
             *(name for name in _text_cues.__all__ if name not in _TEXT_CUES_ONLY),
         ]
     )

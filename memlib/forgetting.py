@@ -150,14 +150,7 @@ def over_budget(eligible, budget=None, *, tokens=None, budget_tokens=None, pinne
 
 
 def consolidation_drops(
-    scores,
-    budget=None,
-    *,
-    tokens=None,
-    budget_tokens=None,
-    eligible=None,
-    pinned=None,
-    count_pinned=False,
+    scores, budget=None, *, tokens=None, budget_tokens=None, eligible=None, pinned=None, count_pinned=False
 ) -> tuple[np.ndarray, np.ndarray]:
     """Which items one consolidation drops to meet its budgets, and in which order.
 

@@ -27,7 +27,7 @@ from memlib import datasets as D
 from memlib._cachefiles import CacheWarning
 from memlib.forgetting import consolidation_drops
 from memlib.store import MemoryStore
-from memlib.studies import STUDIES, DataSpec, Study, _cache
+from memlib.studies import STUDIES, DataSpec, Study, _cache, _codec
 from test_realmem import REAL, persona
 from test_result_cache import Result, counted  # noqa: F401 - counted is a fixture
 
@@ -105,9 +105,9 @@ REVIEWED_DYNAMIC_ATTRIBUTES = {
     ("cli.py", "getattr(args, name)"),  # argparse options, named by the module's constants
     ("datasets/__init__.py", "setattr(module, name, value)"),  # a name set on the package by code
     ("studies/__init__.py", "getattr(self.run(**params), self.table)"),  # Study.table, set in the registry
-    ("studies/_cache.py", "getattr(a, f.name)"),  # the fields of a registered dataclass
-    ("studies/_cache.py", "getattr(b, f.name)"),
-    ("studies/_cache.py", "getattr(v, f.name)"),
+    ("studies/_codec.py", "getattr(a, f.name)"),  # the fields of a registered dataclass
+    ("studies/_codec.py", "getattr(b, f.name)"),
+    ("studies/_codec.py", "getattr(v, f.name)"),
     ("studies/data_spec.py", "getattr(self, f.name)"),  # DataSpec's own fields
     ("studies/data_spec.py", "getattr(self, name)"),
     ("studies/oracle_blind.py", "setattr(result, name, getattr(result, name).assign(factor_set=fs))"),
@@ -137,7 +137,8 @@ def test_no_name_read_from_a_file_is_imported_or_looked_up():
                 dynamic.add((where, ast.unparse(node)))
     assert imports == []
     assert dynamic <= REVIEWED_DYNAMIC_ATTRIBUTES, sorted(dynamic - REVIEWED_DYNAMIC_ATTRIBUTES)
-    assert "import importlib\n" not in (MEMLIB / "studies" / "_cache.py").read_text()
+    for name in ("_cache.py", "_codec.py"):
+        assert "import importlib\n" not in (MEMLIB / "studies" / name).read_text()
 
 
 def test_every_study_result_type_is_one_the_cache_may_build():
@@ -145,7 +146,7 @@ def test_every_study_result_type_is_one_the_cache_may_build():
 
     for study in STUDIES.values():
         returned = typing.get_type_hints(study.run.uncached)["return"]
-        assert _cache.type_name(returned) in _cache.RESULT_TYPES, study.name
+        assert _codec.type_name(returned) in _codec.RESULT_TYPES, study.name
 
 
 # -- 3. a result is keyed by every file it read -------------------------------------------------------------------

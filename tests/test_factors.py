@@ -8,6 +8,7 @@ from memlib import FACTORS, ParameterError
 from memlib import datasets as D
 from memlib import factors as Fm
 from memlib import text_cues as TC
+from memlib._cachefiles import safe_name
 
 
 @pytest.fixture(scope="module")
@@ -164,9 +165,9 @@ def test_self_relevance_readings():
     E = rng.normal(size=(5, 384))
     E /= np.linalg.norm(E, axis=1, keepdims=True)
     roles = np.array(["user", "assistant", "user", "user", "assistant"])
-    earlier = Fm._self_relevance(E, roles, roles)
-    inclusive = Fm._self_relevance(E, roles, roles, "inclusive")
-    history = Fm._self_relevance(E, roles, roles, "history")
+    earlier = Fm.self_relevance(E, roles, roles)
+    inclusive = Fm.self_relevance(E, roles, roles, "inclusive")
+    history = Fm.self_relevance(E, roles, roles, "history")
     users = E[0] + E[2] + E[3]
     np.testing.assert_allclose(history, (1 + E @ users / np.linalg.norm(users)) / 2)
     assert earlier[0] == 0.5  # nothing earlier
@@ -228,7 +229,7 @@ def test_cache_path_stays_inside_the_cache_root(tmp_path, monkeypatch):
         for p in written
     )
     for name in ("../../x", "a/b/../c", "..", "/etc/passwd"):
-        assert "/" not in Fm._safe_name(name) and not Fm._safe_name(name).startswith(".")
+        assert "/" not in safe_name(name) and not safe_name(name).startswith(".")
 
 
 @pytest.mark.slow
@@ -307,10 +308,10 @@ def test_a_history_ending_in_an_empty_session_annotates(tmp_path):
 
 
 def test_every_public_name_of_the_annotators_modules_is_importable_from_factors():
-    from memlib import factor_sets, factor_table, goal_anchors
+    from memlib import factor_key, factor_sets, factor_table, goal_anchors, self_readings
 
     word_lists_and_cues = {"FIRST_PERSON_WORDS", "HEDGE_PHRASES", "HEDGE_WORDS", "TEXT_CUES", "text_cues"}
-    for module in (factor_sets, factor_table, goal_anchors, TC):
+    for module in (factor_key, factor_sets, factor_table, goal_anchors, self_readings, TC):
         for name in set(module.__all__) - word_lists_and_cues:
             assert name in Fm.__all__ and getattr(Fm, name) is getattr(module, name), name
     assert {n for n in Fm.__all__ if not hasattr(Fm, n)} == set()
@@ -336,7 +337,8 @@ def test_the_cache_key_hashes_every_module_the_annotator_runs():
     files = {"datasets" if m.startswith("memlib.datasets") else m[len("memlib.") :] + ".py" for m in loaded}
     files = {"__init__.py" if f == ".py" else f for f in files}  # memlib itself: its FACTORS order the columns
     assert files - {"_checks.py", "_cachefiles.py", "_safewrite.py"} <= set(Fm.SOURCE_FILES)
-    assert {"text_cues.py", "goal_anchors.py", "factor_sets.py", "factor_table.py"} <= set(Fm.SOURCE_FILES)
+    parts = {"text_cues.py", "goal_anchors.py", "factor_sets.py", "factor_table.py", "factor_key.py"}
+    assert parts | {"self_readings.py", "history_factors.py"} <= set(Fm.SOURCE_FILES)
 
 
 def test_annotate_names_its_setting_embedding_setting_only(lme, fake_model):

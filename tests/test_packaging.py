@@ -21,8 +21,10 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 #: (a folder stands for every module in it). Every other module, the store's included, uses the core only.
 EXTRA_OF = {
     "book.py": "book",
+    "book_math.py": "book",
     "plots.py": "studies",
     "learning.py": "studies",
+    "feature_fits.py": "studies",
     "cues.py": "studies",
     "studies": "studies",
 }

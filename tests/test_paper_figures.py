@@ -14,7 +14,7 @@ ALLOWED = {
     ("studies/oracle_blind.py", "table3"),
     ("studies/oracle_blind.py", "mean_weights"),
     ("studies/reproduction.py", "reading_table"),
-    ("studies/reproduction.py", "paper_comparison"),
+    ("studies/paper_gaps.py", "paper_comparison"),
     # the released experiment's tables: paper_mean / paper and authors_mean / authors columns
     ("studies/released.py", "released_study"),
     ("studies/released.py", "mlp_released"),

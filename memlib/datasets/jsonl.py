@@ -74,28 +74,9 @@ def load_jsonl(path, name: str | None = None) -> Dataset:
         if cid in seen_conversations:
             _fail(path, where, f"conversation_id {cid!r} repeats line {seen_conversations[cid]}")
         seen_conversations[cid] = n
-        haystack, index, seen_sessions = [], {}, {}
-        dated = []
-        for k, s in enumerate(_need(path, where, "sessions", rec["sessions"], list)):
-            if not isinstance(s, dict) or "session_id" not in s or "turns" not in s or "date" not in s:
-                _fail(path, f"{where} session {k}", "a session needs 'session_id', 'date' and 'turns'")
-            sid = str(s["session_id"])
-            if sid in seen_sessions:
-                _fail(path, f"{where} session {k}", f"session_id {sid!r} repeats session {seen_sessions[sid]}")
-            seen_sessions[sid] = k
-            at = f"{where} session {k} ({sid})"
-            date = _iso_date(s["date"], path, at)
-            if zone is None:
-                zone = (date.tzinfo is not None, at)
-            elif (date.tzinfo is not None) != zone[0]:
-                has = "has a time zone" if date.tzinfo is not None else "has no time zone"
-                _fail(path, at, f"date {s['date']!r} {has} but {zone[1]} has {'none' if zone[0] is False else 'one'}")
-            if date.tzinfo is not None:
-                date = date.tz_convert("UTC").tz_localize(None)
-            dated.append((date, k, s, _need(path, at, "turns", s["turns"], list)))
-        in_date_order = sorted(dated, key=lambda x: (x[0], x[1]))
-        in_file = tuple(k for _, k, _, _ in in_date_order)  # where the file lists each haystack session
-        for date, _k, s, turns in in_date_order:
+        dated, zone = _dated_sessions(path, where, rec["sessions"], zone)
+        haystack, index = [], {}
+        for date, _k, s, turns in dated:
             items = []
             for j, t in enumerate(turns):
                 role, text = _turn(path, f"{where} session {s['session_id']} turn {j}", t, "text")
@@ -103,42 +84,73 @@ def load_jsonl(path, name: str | None = None) -> Dataset:
             key, first = b.session(f"{cid}/{s['session_id']}", date, items)
             haystack.append(key)
             index[str(s["session_id"])] = (first, len(items))
-        seen_questions: dict = {}
-        for q, qa in enumerate(_need(path, where, "questions", rec["questions"], list)):
-            at = f"{where} question {q}"
-            if not isinstance(qa, dict) or "question" not in qa:
-                _fail(path, at, "a question needs a 'question' string")
-            _need(path, at, "question", qa["question"], str)
-            qid = str(qa.get("question_id", q))
-            if qid in seen_questions:
-                _fail(path, at, f"question_id {qid!r} repeats question {seen_questions[qid]}")
-            seen_questions[qid] = q
-            gold = []
-            for ev in _need(path, at, "evidence", qa.get("evidence", []), list):
-                if not (
-                    isinstance(ev, list)
-                    and len(ev) == 2
-                    and str(ev[0]) in index
-                    and isinstance(ev[1], int)
-                    and not isinstance(ev[1], bool)
-                    and 0 <= ev[1] < index[str(ev[0])][1]
-                ):
-                    boolean = isinstance(ev, list) and len(ev) == 2 and isinstance(ev[1], bool)
-                    why = ": a turn index is an integer, not true or false" if boolean else ""
-                    _fail(path, at, f"evidence {ev!r} does not resolve to a turn{why}")
-                gold.append(index[str(ev[0])][0] + ev[1])
-            rows.append(
-                (
-                    f"{cid}:{qid}",
-                    qa["question"],
-                    str(qa.get("question_type", "")),
-                    tuple(haystack),
-                    tuple(sorted(set(gold))),
-                    cid,
-                )
-            )
-            file_index.append(in_file)
+        questions = _questions(path, where, cid, rec["questions"], tuple(haystack), index)
+        rows += questions
+        file_index += [tuple(k for _, k, _, _ in dated)] * len(questions)  # where the file lists each session
     turns, sessions = b.frames()
     return Dataset(
         name or path.stem, turns, sessions, _cases_frame(rows, file_index=file_index), b.texts, str(path), {}
     )
+
+
+def _dated_sessions(path, where: str, sessions, zone) -> tuple[list, tuple]:
+    """Check one conversation's sessions and date them; return them in date order, and the file's time-zone rule.
+
+    Each session comes as ``(date, its place in the file, the session, its turns)``, its date in
+    UTC without a zone when the file's dates carry one. ``zone`` is ``(has a time zone, where)`` of
+    the file's first date (None before it): every date must agree with it.
+    """
+    dated, seen_sessions = [], {}
+    for k, s in enumerate(_need(path, where, "sessions", sessions, list)):
+        if not isinstance(s, dict) or "session_id" not in s or "turns" not in s or "date" not in s:
+            _fail(path, f"{where} session {k}", "a session needs 'session_id', 'date' and 'turns'")
+        sid = str(s["session_id"])
+        if sid in seen_sessions:
+            _fail(path, f"{where} session {k}", f"session_id {sid!r} repeats session {seen_sessions[sid]}")
+        seen_sessions[sid] = k
+        at = f"{where} session {k} ({sid})"
+        date = _iso_date(s["date"], path, at)
+        if zone is None:
+            zone = (date.tzinfo is not None, at)
+        elif (date.tzinfo is not None) != zone[0]:
+            has = "has a time zone" if date.tzinfo is not None else "has no time zone"
+            _fail(path, at, f"date {s['date']!r} {has} but {zone[1]} has {'none' if zone[0] is False else 'one'}")
+        if date.tzinfo is not None:
+            date = date.tz_convert("UTC").tz_localize(None)
+        dated.append((date, k, s, _need(path, at, "turns", s["turns"], list)))
+    return sorted(dated, key=lambda x: (x[0], x[1])), zone
+
+
+def _questions(path, where: str, cid: str, questions, haystack: tuple, index: dict) -> list[tuple]:
+    """Return the case rows of one conversation's questions, each over all of its sessions (``haystack``).
+
+    ``index`` maps a session id to its first turn's row and its number of turns, so evidence
+    ``[session_id, turn_index]`` resolves to a row.
+    """
+    rows, seen_questions = [], {}
+    for q, qa in enumerate(_need(path, where, "questions", questions, list)):
+        at = f"{where} question {q}"
+        if not isinstance(qa, dict) or "question" not in qa:
+            _fail(path, at, "a question needs a 'question' string")
+        _need(path, at, "question", qa["question"], str)
+        qid = str(qa.get("question_id", q))
+        if qid in seen_questions:
+            _fail(path, at, f"question_id {qid!r} repeats question {seen_questions[qid]}")
+        seen_questions[qid] = q
+        gold = []
+        for ev in _need(path, at, "evidence", qa.get("evidence", []), list):
+            if not (
+                isinstance(ev, list)
+                and len(ev) == 2
+                and str(ev[0]) in index
+                and isinstance(ev[1], int)
+                and not isinstance(ev[1], bool)
+                and 0 <= ev[1] < index[str(ev[0])][1]
+            ):
+                boolean = isinstance(ev, list) and len(ev) == 2 and isinstance(ev[1], bool)
+                why = ": a turn index is an integer, not true or false" if boolean else ""
+                _fail(path, at, f"evidence {ev!r} does not resolve to a turn{why}")
+            gold.append(index[str(ev[0])][0] + ev[1])
+        question_type = str(qa.get("question_type", ""))
+        rows.append((f"{cid}:{qid}", qa["question"], question_type, haystack, tuple(sorted(set(gold))), cid))
+    return rows

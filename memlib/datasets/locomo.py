@@ -77,55 +77,63 @@ def load_locomo(path=None) -> Dataset:
         nums = sorted(int(m.group(1)) for k in conv if (m := re.fullmatch(r"session_(\d+)", k)))
         if not nums:
             _fail(path, where, "conversation has no session_<n> lists")
-        dia, dia_at = {}, {}
-        haystack = []
-        previous = None  # (number, date, time of its last turn) of the session before
-        for n in nums:
-            turns = _need(path, where, f"session_{n}", conv[f"session_{n}"], list)
-            if f"session_{n}_date_time" not in conv:
-                _fail(path, where, f"session_{n} has no session_{n}_date_time")
-            date = _locomo_date(conv[f"session_{n}_date_time"], path, f"{where} session_{n}")
-            if previous is not None and date <= previous[2]:
-                _fail(
-                    path,
-                    f"{where} session_{n}",
-                    f"date {date} is not after session_{previous[0]} ({previous[1]}, its last turn {previous[2]}); "
-                    "LoCoMo sessions run forward in time",
-                )
-            previous = (n, date, date + pd.Timedelta(seconds=max(len(turns) - 1, 0)))
-            items = []
-            for j, t in enumerate(turns):
-                if not isinstance(t, dict) or not isinstance(t.get("text"), str) or "speaker" not in t:
-                    _fail(path, f"{where} session_{n} turn {j}", "a turn needs 'speaker' and a 'text' string")
-                text = t["text"]
-                if t.get("blip_caption"):
-                    text = f"{text} [shares a photo: {t['blip_caption']}]"
-                items.append(("user", str(t["speaker"]), text))
-            key, first = b.session(f"{sid}/session_{n}", date, items)
-            haystack.append(key)
-            for j, t in enumerate(turns):
-                d = str(t.get("dia_id", f"D{n}:{j + 1}"))
-                if d in dia:
-                    _fail(path, f"{where} session_{n} turn {j}", f"dia_id {d!r} repeats {dia_at[d]}")
-                dia[d], dia_at[d] = first + j, f"session_{n} turn {j}"
-        for q, qa in enumerate(qas):
-            if not isinstance(qa, dict) or "question" not in qa:
-                _fail(path, f"{where} qa {q}", "a QA item needs a 'question'")
-            _need(path, f"{where} qa {q}", "question", qa["question"], str)
-            raw = _need(path, f"{where} qa {q}", "evidence", qa.get("evidence", []), list)
-            ids = normalise_locomo_evidence(raw)
-            gold = [dia[x] for x in ids if x in dia]
-            tokens = sum(len([p for p in re.split(r"[;\s]+", str(x).strip()) if p]) for x in raw)
-            skipped["evidence_ids"] += tokens - len(gold)
-            rows.append(
-                (
-                    f"{sid}:q{q}",
-                    qa["question"],
-                    f"category_{qa.get('category', '?')}",
-                    tuple(haystack),
-                    tuple(sorted(set(gold))),
-                    sid,
-                )
-            )
+        haystack, dia = _locomo_sessions(path, where, sid, conv, nums, b)
+        rows += _locomo_questions(path, where, sid, qas, tuple(haystack), dia, skipped)
     turns, sessions = b.frames()
     return Dataset("locomo", turns, sessions, _cases_frame(rows), b.texts, str(path), skipped)
+
+
+def _locomo_sessions(path, where: str, sid: str, conv: dict, nums: list, b: _Builder) -> tuple[list, dict]:
+    """Add one conversation's sessions (``nums``, in order) to ``b``; return their keys and each dia_id's turn.
+
+    Each session's date must come after the last turn of the session before (turns one second apart).
+    """
+    dia, dia_at = {}, {}
+    haystack = []
+    previous = None  # (number, date, time of its last turn) of the session before
+    for n in nums:
+        turns = _need(path, where, f"session_{n}", conv[f"session_{n}"], list)
+        if f"session_{n}_date_time" not in conv:
+            _fail(path, where, f"session_{n} has no session_{n}_date_time")
+        date = _locomo_date(conv[f"session_{n}_date_time"], path, f"{where} session_{n}")
+        if previous is not None and date <= previous[2]:
+            _fail(
+                path,
+                f"{where} session_{n}",
+                f"date {date} is not after session_{previous[0]} ({previous[1]}, its last turn {previous[2]}); "
+                "LoCoMo sessions run forward in time",
+            )
+        previous = (n, date, date + pd.Timedelta(seconds=max(len(turns) - 1, 0)))
+        items = []
+        for j, t in enumerate(turns):
+            if not isinstance(t, dict) or not isinstance(t.get("text"), str) or "speaker" not in t:
+                _fail(path, f"{where} session_{n} turn {j}", "a turn needs 'speaker' and a 'text' string")
+            text = t["text"]
+            if t.get("blip_caption"):
+                text = f"{text} [shares a photo: {t['blip_caption']}]"
+            items.append(("user", str(t["speaker"]), text))
+        key, first = b.session(f"{sid}/session_{n}", date, items)
+        haystack.append(key)
+        for j, t in enumerate(turns):
+            d = str(t.get("dia_id", f"D{n}:{j + 1}"))
+            if d in dia:
+                _fail(path, f"{where} session_{n} turn {j}", f"dia_id {d!r} repeats {dia_at[d]}")
+            dia[d], dia_at[d] = first + j, f"session_{n} turn {j}"
+    return haystack, dia
+
+
+def _locomo_questions(path, where: str, sid: str, qas: list, haystack: tuple, dia: dict, skipped: dict) -> list:
+    """Return the case rows of one conversation's questions; evidence ids that match no turn count in ``skipped``."""
+    rows = []
+    for q, qa in enumerate(qas):
+        if not isinstance(qa, dict) or "question" not in qa:
+            _fail(path, f"{where} qa {q}", "a QA item needs a 'question'")
+        _need(path, f"{where} qa {q}", "question", qa["question"], str)
+        raw = _need(path, f"{where} qa {q}", "evidence", qa.get("evidence", []), list)
+        ids = normalise_locomo_evidence(raw)
+        gold = [dia[x] for x in ids if x in dia]
+        tokens = sum(len([p for p in re.split(r"[;\s]+", str(x).strip()) if p]) for x in raw)
+        skipped["evidence_ids"] += tokens - len(gold)
+        category = f"category_{qa.get('category', '?')}"
+        rows.append((f"{sid}:q{q}", qa["question"], category, haystack, tuple(sorted(set(gold))), sid))
+    return rows

@@ -85,6 +85,19 @@ def _realmem_persona(path: Path, b: _Builder, skipped: dict) -> tuple[str, list,
             if isinstance(p, dict):  # the first point of a content wins; some contents are objects
                 found.setdefault(_point_key(p.get("content")), p.get("source_content_snapshot"))
         points.append(found)
+    rows, dates = _realmem_questions(path, persona, sessions, (keys, firsts, turn_texts, points, position), b, skipped)
+    return persona, rows, dates
+
+
+def _realmem_questions(path: Path, persona: str, sessions: list, read: tuple, b: _Builder, skipped: dict):
+    """Return the case rows and dates of one persona's questions, from what :func:`_realmem_persona` read.
+
+    ``read`` holds, per session of the file: its key, its first turn's row, its turn texts and its
+    memory points (content key -> source snapshot), and each session_uuid's place in the file.
+    A reference that resolves to no turn, or to a turn of the question's own or a later session,
+    is counted in ``skipped``.
+    """
+    keys, firsts, turn_texts, points, position = read
     rows, dates = [], []
     seen_questions: dict = {}
     for k, s in enumerate(sessions):
@@ -123,7 +136,7 @@ def _realmem_persona(path: Path, b: _Builder, skipped: dict) -> tuple[str, list,
                 )
             )
             dates.append(b.turn_rows[firsts[k] + j][5])  # asked at its own turn's time
-    return persona, rows, dates
+    return rows, dates
 
 
 def resolve_realmem() -> list[Path]:

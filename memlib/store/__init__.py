@@ -73,6 +73,7 @@ Pinning, expiry and a near-duplicate:
 The modules:
 
 * :mod:`memlib.store.memory`: :class:`MemoryStore`, the public API over the modules below;
+* :mod:`memlib.store.batches`: its batch methods (``add_many``, ``retrieve_many``, ``warm_up``);
 * :mod:`memlib.store.checks`: the checks of a turn (one definition for ``add`` and
   ``add_many``) and of the store's settings;
 * :mod:`memlib.store.embedder`: the embedder adapter (the default model or yours, checked);
@@ -86,7 +87,8 @@ The modules:
   in-memory backend that applies it;
 * :mod:`memlib.store.persistence`: the file backend, and saving, loading, opening and
   closing a store;
-* :mod:`memlib.store.durable`: the SQLite file (schema, transactions, locking);
+* :mod:`memlib.store.durable`: the SQLite file (transactions, locking), over its tables
+  (:mod:`memlib.store.tables`: the schema, and how a value becomes a cell);
 * :mod:`memlib.store.npz`: the ``.npz`` export (:meth:`MemoryStore.save`, :meth:`MemoryStore.load`);
 * :mod:`memlib.store.state`: the saved state both files hold, checked field by field;
 * :mod:`memlib.store.protocol`: :class:`Policy`, the one interface of a forgetting policy;

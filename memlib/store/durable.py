@@ -4,30 +4,8 @@ One store is one SQLite file in WAL mode (standard library :mod:`sqlite3`).
 Every change a store makes (an add, a consolidation, a retrieval's usage
 counts, a pin) is one transaction, so a process killed at any point loses at
 most the operation in flight and never leaves a half-written store; the
-in-memory arrays of the store are an index rebuilt from the file on open.
-
-Tables (``PRAGMA application_id`` is :data:`APPLICATION_ID`, ``user_version`` is
-:data:`SCHEMA_VERSION`):
-
-* ``meta(key, value)``: the settings and session scalars, one JSON value per key
-  (``format, version, policy, policy_config, factor_set, weights, value_profile,
-  merge_threshold, value, current_session, session_has_user, next_id, now``);
-* ``sums(name, vector)``: the running sums behind the centroids as float64 blobs
-  (``user``, ``session``, ``session_all``, ``speaker:<name>``);
-* ``items``: one row per retained item, its factors as one column each
-  (:data:`ITEM_COLUMNS`); ``expires`` is NULL for never; ``level`` holds the per-item
-  policy state ``level`` (MemoryBank's; 0 for items of other policies), and a column
-  ``state_<name>``, added when a policy first keeps it, any other per-item state;
-* ``vectors(id, embedding)``: each item's unit embedding as a float32 blob, kept
-  apart so that reading or rewriting the items does not touch the vectors' pages.
-  A consolidation deletes the dropped items' rows from ``items`` only and lists
-  their ids in ``dropped_vectors``; each later add deletes up to
-  :data:`PURGE_PER_ADD` of those vectors. So forgetting thousands of items
-  rewrites a few hundred small pages, not a 1.5 KB vector per item, and the
-  vectors of forgotten items are gone after at most half as many adds as were dropped;
-* ``forgotten``: every dropped item (``reason`` ``budget`` or ``expired``, ``at`` the
-  consolidation time);
-* ``merges``: every turn that merged into a stored near-duplicate.
+in-memory arrays of the store are an index rebuilt from the file on open. The file's tables,
+and how a value becomes a cell of one, are :mod:`memlib.store.tables`.
 
 Concurrency is SQLite's: any number of processes read while one writes; a
 second writer waits up to ``timeout`` seconds for the lock, then gets a
@@ -54,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import secrets
 import sqlite3
@@ -65,51 +42,31 @@ import numpy as np
 from memlib import FACTORS
 from memlib._safewrite import file_in_the_way
 from memlib.store.columns import STATE
-from memlib.store.state import DIM, LEGACY_STATE, StoreError, fail, short_repr, state_field
+from memlib.store.state import DIM, LEGACY_STATE, StoreError, fail, saved_state, short_repr, state_field
+from memlib.store.tables import (
+    APPLICATION_ID,
+    CORE_SCALARS,
+    FORGOTTEN_COLUMNS,
+    INSERT_FORGOTTEN,
+    INSERT_MERGE,
+    ITEM_COLUMNS,
+    MERGE_COLUMNS,
+    META_KEYS,
+    SCALAR_COLUMNS,
+    SCHEMA,
+    SCHEMA_VERSION,
+    SESSION_JSON,
+    item_row,
+    sql_values,
+    value_json,
+)
 
-#: ``PRAGMA application_id`` of a store file ("meml").
-APPLICATION_ID = 0x6D656D6C
-#: ``PRAGMA user_version``: the layout of the tables below.
-SCHEMA_VERSION = 1
 #: Durability of a commit: ``normal`` survives a killed process; ``full`` also a power cut.
 SYNCHRONOUS = ("normal", "full")
-#: Vectors of forgotten items that each add deletes (see the module docstring).
+#: Vectors of forgotten items that each add deletes (see the vectors table in :mod:`memlib.store.tables`).
 PURGE_PER_ADD = 2
 #: SQLite's page cache per connection, in KiB (a consolidation rewrites many pages at once).
 CACHE_KIB = 65536
-_CORE_SCALARS = ("time", "valence", "retrievals", "last_access")
-_SCALAR_COLUMNS = (*_CORE_SCALARS, LEGACY_STATE)
-#: Columns of the ``items`` table, in order.
-ITEM_COLUMNS = ("id", "text", "role", "speaker", "session", *_SCALAR_COLUMNS, "expires", "pinned", "tokens")
-ITEM_COLUMNS += FACTORS
-_META_KEYS = ("format", "version", "policy", "policy_config", "factor_set", "weights", "value_profile")
-_META_KEYS += ("merge_threshold", "current_session", "session_has_user", "next_id", "now")
-_SCHEMA = f"""
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE sums (name TEXT PRIMARY KEY, vector BLOB NOT NULL);
-CREATE TABLE items (
-    id INTEGER PRIMARY KEY, text TEXT NOT NULL, role TEXT NOT NULL, speaker TEXT NOT NULL, session TEXT NOT NULL,
-    {", ".join(f"{c} REAL NOT NULL" for c in _SCALAR_COLUMNS)},
-    expires REAL, pinned INTEGER NOT NULL, tokens INTEGER NOT NULL,
-    {", ".join(f"{f} REAL NOT NULL" for f in FACTORS)}
-);
-CREATE TABLE vectors (id INTEGER PRIMARY KEY, embedding BLOB NOT NULL);
-CREATE TABLE dropped_vectors (id INTEGER PRIMARY KEY);
-CREATE TABLE forgotten (
-    seq INTEGER PRIMARY KEY, id INTEGER NOT NULL, text TEXT NOT NULL, time REAL NOT NULL, value REAL NOT NULL,
-    tier TEXT NOT NULL, reason TEXT NOT NULL, at REAL NOT NULL
-);
-CREATE TABLE merges (
-    seq INTEGER PRIMARY KEY, id INTEGER NOT NULL, turn INTEGER NOT NULL, text TEXT NOT NULL, time REAL NOT NULL,
-    cosine REAL NOT NULL
-);
-PRAGMA application_id = {APPLICATION_ID};
-PRAGMA user_version = {SCHEMA_VERSION};
-"""
-_FORGOTTEN = ("id", "text", "time", "value", "tier", "reason", "at")
-_MERGES = ("id", "turn", "text", "time", "cosine")
-_INSERT_FORGOTTEN = f"INSERT INTO forgotten ({', '.join(_FORGOTTEN)}) VALUES ({', '.join('?' * len(_FORGOTTEN))})"
-_INSERT_MERGE = f"INSERT INTO merges ({', '.join(_MERGES)}) VALUES ({', '.join('?' * len(_MERGES))})"
 
 
 def _can_create_in(folder: Path) -> bool:
@@ -122,15 +79,6 @@ def _can_create_in(folder: Path) -> bool:
     with contextlib.suppress(OSError):
         probe.unlink()
     return True
-
-
-def _json_number(x):
-    return None if x is None or not math.isfinite(x) else float(x)
-
-
-#: How each session scalar is written to ``meta``.
-_SESSION_JSON = {"current_session": lambda x: x, "session_has_user": bool, "next_id": int, "now": _json_number}
-_SESSION_JSON["need"] = lambda x: x if isinstance(x, dict) else x.to_dict()
 
 
 class StoreFile:
@@ -294,7 +242,7 @@ class StoreFile:
     def create(self, state: dict, forgotten=(), merges=()) -> None:
         """Write the tables and the whole ``state`` (inside the caller's write transaction)."""
         with self.errors():
-            for statement in _SCHEMA.split(";"):
+            for statement in SCHEMA.split(";"):
                 if statement.strip():
                     self.con.execute(statement)
             self.put_meta({"format": "memlib.MemoryStore", "version": SCHEMA_VERSION})
@@ -322,7 +270,7 @@ class StoreFile:
                     fail(self.path, f"the setting {key!r} is nested too deeply to be a memlib store setting")
                 except (TypeError, ValueError):
                     fail(self.path, f"the setting {key!r} is not JSON: {short_repr(value)}")
-            missing = [k for k in _META_KEYS if k not in meta]
+            missing = [k for k in META_KEYS if k not in meta]
             if missing:
                 fail(self.path, f"missing settings {', '.join(missing)}")
             if meta["format"] != "memlib.MemoryStore":
@@ -336,25 +284,16 @@ class StoreFile:
             if missing:
                 fail(self.path, f"missing sums {', '.join(missing)}")
             items = self._read_items()
-        return {
-            "settings": {k: meta[k] for k in ("policy", "policy_config", "factor_set", "weights")}
-            | {"value_profile": meta["value_profile"], "merge_threshold": meta["merge_threshold"]}
-            | {"value": meta.get("value")},  # absent in files written before cue values: the paper's V
-            "session": {k: meta[k] for k in ("current_session", "session_has_user", "next_id", "now")}
-            | {k: meta[k] for k in ("need",) if k in meta},  # absent before need counts
-            "sums": {
-                "user": sums["user"],
-                "session": sums["session"],
-                "session_all": sums["session_all"],
-                "speakers": {k[len("speaker:") :]: v for k, v in sums.items() if k.startswith("speaker:")},
-            },
-            "items": items,
-        }
+        settings = {k: meta[k] for k in ("policy", "policy_config", "factor_set", "weights")}
+        settings |= {"value_profile": meta["value_profile"], "merge_threshold": meta["merge_threshold"]}
+        settings["value"] = meta.get("value")  # absent in files written before cue values: the paper's V
+        speakers = {k[len("speaker:") :]: v for k, v in sums.items() if k.startswith("speaker:")}
+        return saved_state(settings, meta, (sums["user"], sums["session"], sums["session_all"], speakers), items)
 
     def _read_items(self) -> dict:
         """Read the items table as the per-item arrays and lists of a state (column by column: fast for 100k items)."""
         extra = [state_field(k) for k in self.states(refresh=True)]
-        numeric = ("id", *_SCALAR_COLUMNS, "IFNULL(expires, 9e999)", "pinned", "tokens", *FACTORS, *extra)
+        numeric = ("id", *SCALAR_COLUMNS, "IFNULL(expires, 9e999)", "pinned", "tokens", *FACTORS, *extra)
         rows = self.con.execute(f"SELECT {', '.join(numeric)} FROM items ORDER BY id").fetchall()
         n = len(rows)
         try:
@@ -364,8 +303,8 @@ class StoreFile:
         items = {"ids": a[:, 0].astype(np.int64)}
         if not np.array_equal(items["ids"], a[:, 0]):
             fail(self.path, "an item id is not an integer")
-        items.update({k: a[:, 1 + j] for j, k in enumerate(_CORE_SCALARS)})
-        c = 1 + len(_SCALAR_COLUMNS)
+        items.update({k: a[:, 1 + j] for j, k in enumerate(CORE_SCALARS)})
+        c = 1 + len(SCALAR_COLUMNS)
         items.update(expires=a[:, c], pinned=a[:, c + 1] != 0, tokens=a[:, c + 2].astype(np.int64))
         items["factors"] = np.ascontiguousarray(a[:, c + 3 : c + 3 + len(FACTORS)])
         items["state"] = {LEGACY_STATE: a[:, c - 1]}
@@ -404,13 +343,13 @@ class StoreFile:
                 "weights": [float(x) for x in s["weights"]],
                 "value_profile": None if vp is None else [float(x) for x in vp],
                 "merge_threshold": s["merge_threshold"],
-                "value": _value_dict(s.get("value")),
+                "value": value_json(s.get("value")),
             }
         )
 
     def put_session(self, s: dict) -> None:
         """Write the session scalars in ``s`` (any of ``current_session, session_has_user, next_id, now``)."""
-        self.put_meta({k: _SESSION_JSON[k](v) for k, v in s.items()})
+        self.put_meta({k: SESSION_JSON[k](v) for k, v in s.items()})
 
     def put_sums(self, sums: dict) -> None:
         """Write running sums (state layout: ``sums["speakers"]`` maps speakers to their sums)."""
@@ -445,7 +384,7 @@ class StoreFile:
         extra = self.states()
         columns = (*ITEM_COLUMNS, *map(state_field, extra))
         insert = f"INSERT INTO items ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
-        self.con.executemany(insert, (_item_row(items, i, extra) for i in positions))
+        self.con.executemany(insert, (item_row(items, i, extra) for i in positions))
         ids, emb = items["ids"], items["embeddings"]
         self.con.executemany(
             "INSERT INTO vectors (id, embedding) VALUES (?, ?)",
@@ -459,7 +398,7 @@ class StoreFile:
         (``state:<name>`` for a policy's state) or a factor's name to one value per item.
         """
         names = [state_field(k[len(STATE) :]) if k.startswith(STATE) else k for k in values]
-        rows = zip(*(_sql_values(k, v) for k, v in values.items()), map(int, ids))
+        rows = zip(*(sql_values(k, v) for k, v in values.items()), map(int, ids))
         self.con.executemany(f"UPDATE items SET {', '.join(f'{c} = ?' for c in names)} WHERE id = ?", list(rows))
 
     def delete_items(self, ids) -> None:
@@ -482,63 +421,25 @@ class StoreFile:
         keys (``reason`` and ``at`` may be missing from the records of an older export).
         """
         self.con.executemany(
-            _INSERT_FORGOTTEN,
+            INSERT_FORGOTTEN,
             [
                 r
                 if isinstance(r, tuple)
-                else (*(r[k] for k in _FORGOTTEN[:5]), r.get("reason", "budget"), r.get("at", r["time"]))
+                else (*(r[k] for k in FORGOTTEN_COLUMNS[:5]), r.get("reason", "budget"), r.get("at", r["time"]))
                 for r in records
             ],
         )
 
     def log_merge(self, entry: dict) -> None:
         """Append one entry to the ``merges`` log."""
-        self.con.execute(_INSERT_MERGE, tuple(entry[k] for k in _MERGES))
+        self.con.execute(INSERT_MERGE, tuple(entry[k] for k in MERGE_COLUMNS))
 
     def log(self, table: str) -> list[dict]:
         """Return the ``forgotten`` or ``merges`` log, oldest first."""
-        columns = _FORGOTTEN if table == "forgotten" else _MERGES
+        columns = FORGOTTEN_COLUMNS if table == "forgotten" else MERGE_COLUMNS
         with self.errors():
             rows = self.con.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY seq").fetchall()
         return [dict(zip(columns, r)) for r in rows]
-
-
-def _value_dict(value):
-    """Return the JSON of a store's value: None for the paper's ``V = f @ w``, else a cue value's dict."""
-    return None if value is None else value if isinstance(value, dict) else value.to_dict()
-
-
-def _item_row(items: dict, i: int, extra) -> tuple:
-    """Return the values of one row of the items table: :data:`ITEM_COLUMNS`, then the ``extra`` state columns."""
-    f = items["factors"][i]
-    e = items["expires"][i]
-    state = items.get("state", {})
-    return (
-        int(items["ids"][i]),
-        items["texts"][i],
-        items["roles"][i],
-        items["speakers"][i],
-        items["sessions"][i],
-        *(float(items[k][i]) for k in _CORE_SCALARS),
-        float(state[LEGACY_STATE][i]) if LEGACY_STATE in state else 0.0,
-        None if math.isinf(e) else float(e),
-        int(bool(items["pinned"][i])),
-        int(items["tokens"][i]),
-        *map(float, f),
-        *(float(state[k][i]) if k in state else 0.0 for k in extra),
-    )
-
-
-def _sql_values(key: str, values) -> list:
-    """Return the ``values`` of column ``key`` as the items table holds them.
-
-    ``key`` is a column of the store's :class:`~memlib.store.columns.Columns`.
-    """
-    if key == "expires":
-        return [None if math.isinf(x) else float(x) for x in values]
-    if key == "pinned":
-        return [int(bool(x)) for x in values]
-    return [float(x) for x in values]
 
 
 __all__ = ["APPLICATION_ID", "ITEM_COLUMNS", "SCHEMA_VERSION", "SYNCHRONOUS", "StoreError", "StoreFile"]

@@ -31,7 +31,7 @@ import numpy as np
 
 from memlib._safewrite import remove_leftovers, write_file
 from memlib._text import clean_text
-from memlib.store.state import DIM, LEGACY_STATE, check_state, fail, state_field
+from memlib.store.state import DIM, LEGACY_STATE, check_state, fail, saved_state, state_field
 
 FORMAT = "memlib.MemoryStore"
 #: How a zip file (an ``.npz``) starts: a local file header, or the end record of an empty archive.
@@ -98,36 +98,7 @@ def write_npz(path, state: dict, forgotten: list, merges: list) -> None:
 def read_npz(path, merge_threshold_default: float | None) -> tuple[dict, list, list]:
     """Read a file written by :func:`write_npz` (or a version 1 store); return ``(state, forgotten, merges)``."""
     path = Path(path)
-    remove_leftovers(path)
-    try:
-        with open(path, "rb") as f:
-            magic = f.read(6)
-    except FileNotFoundError:
-        fail(path, "no such store file")
-    except IsADirectoryError:
-        fail(path, "is a folder, not a store file")
-    except OSError as exc:
-        fail(path, f"cannot read the store file ({exc.strerror or exc})")
-    if not magic.startswith(_ZIP_MAGIC):  # (numpy would then suggest allow_pickle=, an unsafe load)
-        what = "an empty file" if not magic else "a single .npy array" if magic == b"\x93NUMPY" else "not a zip file"
-        fail(path, f"not a readable store file ({what}, so not a memlib store export: MemoryStore.save writes a zip)")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-    except Exception as exc:  # zipfile / format errors
-        reason = "it holds an object array, which a store never writes" if "pickle" in str(exc) else f"{exc}"
-        fail(path, f"not a readable store file ({type(exc).__name__}: {reason})")
-    try:
-        header = json.loads(str(arrays.pop("header")))
-    except RecursionError:
-        fail(path, "the store header is nested too deeply to be a memlib store header")
-    except (KeyError, ValueError) as exc:
-        fail(path, f"the store header is missing or not JSON ({exc})")
-    if not isinstance(header, dict) or header.get("format") != FORMAT:
-        fail(path, "not a memlib MemoryStore file")
-    version = header.get("version")
-    if version not in (1, NPZ_VERSION):
-        fail(path, f"store format version {version!r} is not one of 1, {NPZ_VERSION}")
+    arrays, header, version = _read_file(path)
     need = ["weights", "time", "embeddings", "factors", "valence", "retrievals", "last_access", "level"]
     need += ["user_sum", "speaker_sums", "session_sum", "session_all_sum", "value_profile"]
     missing = [k for k in need if k not in arrays] + [
@@ -160,31 +131,61 @@ def read_npz(path, merge_threshold_default: float | None) -> tuple[dict, list, l
     names, speaker_sums = header["speakers_with_sums"], arrays["speaker_sums"]
     if not isinstance(names, list) or speaker_sums.ndim != 2 or len(names) != len(speaker_sums):
         fail(path, "speakers_with_sums does not match the speaker_sums array")
-    state = {
-        "settings": {
-            "policy": header["policy"],
-            "policy_config": header["policy_config"],
-            "factor_set": header.get("factor_set", "extended"),  # stores saved before factor sets had cues
-            "weights": arrays["weights"],
-            "value_profile": vp if vp.size else None,
-            "merge_threshold": merge_threshold,
-            "value": header.get("value"),  # absent before cue values: the paper's V = f @ w
-        },
-        "session": {k: header[k] for k in ("current_session", "session_has_user", "next_id", "now")}
-        | {k: header[k] for k in ("need",) if k in header},  # absent before need counts
-        "sums": {
-            "user": arrays["user_sum"],
-            "session": arrays["session_sum"],
-            "session_all": arrays["session_all_sum"],
-            "speakers": dict(zip(names, speaker_sums)),
-        },
-        "items": items,
+    settings = {
+        "policy": header["policy"],
+        "policy_config": header["policy_config"],
+        "factor_set": header.get("factor_set", "extended"),  # stores saved before factor sets had cues
+        "weights": arrays["weights"],
+        "value_profile": vp if vp.size else None,
+        "merge_threshold": merge_threshold,
+        "value": header.get("value"),  # absent before cue values: the paper's V = f @ w
     }
+    sums = (arrays["user_sum"], arrays["session_sum"], arrays["session_all_sum"], dict(zip(names, speaker_sums)))
+    state = saved_state(settings, header, sums, items)
     check_state(path, state)
     for name, log in (("forgotten", header["forgotten"]), ("merges", merges)):
         if not isinstance(log, list) or not all(isinstance(e, dict) for e in log):
             fail(path, f"{name} must be a list of records")
     return _cleaned(state), _cleaned_log(header["forgotten"]), _cleaned_log(merges)
+
+
+def _read_file(path: Path) -> tuple[dict, dict, int]:
+    """Open an ``.npz`` export and read its arrays and JSON header; return them and the layout's version.
+
+    Refuses, naming the file, what is not a zip of arrays (no pickle is ever loaded) or not a memlib
+    store of a version it reads.
+    """
+    remove_leftovers(path)
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(6)
+    except FileNotFoundError:
+        fail(path, "no such store file")
+    except IsADirectoryError:
+        fail(path, "is a folder, not a store file")
+    except OSError as exc:
+        fail(path, f"cannot read the store file ({exc.strerror or exc})")
+    if not magic.startswith(_ZIP_MAGIC):  # (numpy would then suggest allow_pickle=, an unsafe load)
+        what = "an empty file" if not magic else "a single .npy array" if magic == b"\x93NUMPY" else "not a zip file"
+        fail(path, f"not a readable store file ({what}, so not a memlib store export: MemoryStore.save writes a zip)")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except Exception as exc:  # zipfile / format errors
+        reason = "it holds an object array, which a store never writes" if "pickle" in str(exc) else f"{exc}"
+        fail(path, f"not a readable store file ({type(exc).__name__}: {reason})")
+    try:
+        header = json.loads(str(arrays.pop("header")))
+    except RecursionError:
+        fail(path, "the store header is nested too deeply to be a memlib store header")
+    except (KeyError, ValueError) as exc:
+        fail(path, f"the store header is missing or not JSON ({exc})")
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        fail(path, "not a memlib MemoryStore file")
+    version = header.get("version")
+    if version not in (1, NPZ_VERSION):
+        fail(path, f"store format version {version!r} is not one of 1, {NPZ_VERSION}")
+    return arrays, header, version
 
 
 def _cleaned(state: dict) -> dict:

@@ -167,6 +167,26 @@ def check_settings(path, s: dict) -> dict:
     return out
 
 
+#: The session scalars of a state (besides ``need``, which files written before need counts lack).
+SESSION_SCALARS = ("current_session", "session_has_user", "next_id", "now")
+
+
+def saved_state(settings: dict, session: dict, sums: tuple, items: dict) -> dict:
+    """Assemble the state a file holds, unchecked (:func:`check_state` checks it): the one layout both formats read.
+
+    ``session`` is where the file keeps its session scalars (a mapping that may hold other keys):
+    :data:`SESSION_SCALARS`, and ``need`` where the file has it. ``sums`` are the running sums
+    ``(user, session, session_all, speakers)``, ``speakers`` mapping each speaker to its sum.
+    """
+    user, session_sum, session_all, speakers = sums
+    return {
+        "settings": settings,
+        "session": {k: session[k] for k in SESSION_SCALARS} | {k: session[k] for k in ("need",) if k in session},
+        "sums": {"user": user, "session": session_sum, "session_all": session_all, "speakers": speakers},
+        "items": items,
+    }
+
+
 def check_session(path, s: dict) -> dict:
     """Return the ``session`` scalars of a state, checked."""
     cur = s.get("current_session")

@@ -77,6 +77,13 @@ class Protocol:
         if self.ties == "pessimistic" and self.cut != "ceil":
             raise ParameterError("memlib's pessimistic tie rule is defined with its ceil cut only")
 
+    def learn(self, objective, live, seed: int, quick: bool):
+        """Learn weights under this protocol's learner: memlib's hill-climb at ``seed``, or the released one."""
+        if self.learner == "released":
+            settings = dict(RELEASED_LEARNER, n_iter=40) if quick else RELEASED_LEARNER
+            return hill_climb_released(objective, live, **settings)
+        return hill_climb(objective, live, seed=seed, **learner_settings(quick))
+
 
 #: memlib's protocol and the authors' released experiment's (``experiments/lme_blind_forgetting.py``).
 PROTOCOLS = {
@@ -312,11 +319,7 @@ def evaluate_splits(
         for regime, cases in regimes.items():
             train, test = cases.subset(train_idx), cases.subset(test_idx)
             objective = evaluator(train, keep_fraction, proto.ties, proto.cut).objective
-            if proto.learner == "released":
-                settings = dict(RELEASED_LEARNER, n_iter=40) if quick else RELEASED_LEARNER
-                learned = hill_climb_released(objective, train.live_factors, **settings)
-            else:
-                learned = hill_climb(objective, train.live_factors, seed=int(learn_seeds[s]), **learner_settings(quick))
+            learned = proto.learn(objective, train.live_factors, int(learn_seeds[s]), quick)
             wrows += [
                 {"regime": regime, "split": s, "factor": f, "weight": w} for f, w in zip(FACTORS, learned.weights)
             ]

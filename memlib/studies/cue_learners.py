@@ -20,10 +20,10 @@ from types import SimpleNamespace
 import numpy as np
 
 from memlib._checks import check_choice
+from memlib.feature_fits import standardise
 from memlib.learning import (
     N_ITER,
     RESTARTS,
-    _standardise,
     cma_es_signed,
     fit_gbm_ranker,
     fit_mlp,
@@ -87,7 +87,7 @@ def fit_cue_model(learner: str, train: CueData, table_of, keep_fraction: float, 
     budget = learner_budget(quick)
     tab = table_of(train)
     X = tab.values
-    mu, sd = _standardise(X, tab.valid)
+    mu, sd = standardise(X, tab.valid)
     Z = ((X - mu) / sd).astype(np.float32)
     target = retention_mass(train.cases)
     if learner in NONLINEAR_LEARNERS:

@@ -45,6 +45,7 @@ from memlib.store import (
 )
 from memlib.studies._common import learner_settings
 from memlib.studies.data_spec import LOCOMO, DataSpec
+from memlib.studies.stream_histories import StreamHistories, history_chains, history_frame, stream_histories
 
 #: Policies of the streaming comparison: the names of :data:`memlib.store.POLICIES` (``learned_V`` is the
 #: paper's policy, ``paper``), plus ``learned_V_keep``, the value policy that drops the lowest value first.
@@ -82,21 +83,6 @@ def budget_count(budget, n_turns: int) -> int:
     if isinstance(budget, (int, np.integer)) and not isinstance(budget, bool):
         return check_int("budget", int(budget), minimum=1)
     return int(keep_count([max(int(n_turns), 1)], check_fraction("keep_fraction", budget))[0])
-
-
-def history_frame(ds, rows: np.ndarray) -> pd.DataFrame:
-    """Return the turns at ``rows`` of ``ds.turns`` (in time order): text, role, speaker, session and time in days."""
-    turns = ds.turns
-    ts = ((turns["timestamp"].to_numpy()[rows] - np.datetime64("1970-01-01")) / np.timedelta64(1, "D")).astype(float)
-    return pd.DataFrame(
-        {
-            "text": turns["text"].to_numpy()[rows],
-            "role": turns["role"].to_numpy()[rows],
-            "speaker": turns["speaker"].to_numpy()[rows],
-            "session": turns["session"].to_numpy()[rows],
-            "time": ts,
-        }
-    )
 
 
 def replay(
@@ -154,34 +140,6 @@ def replay(
     if budget is None and turns:  # the last session ends: its goal relevance is fixed
         st.consolidate(len(st), now=turns[-1]["time"])
     return st
-
-
-def history_chains(histories, labels) -> list[list[int]]:
-    """Group histories into chains, each a list of indices whose sessions are prefixes of its first's (the longest).
-
-    ``histories`` holds each history's sessions (a sequence), ``labels`` one label per
-    history; only histories with the same label share a chain. Chains come in the order
-    of their longest history's first appearance among the longest first.
-
-    >>> history_chains([("a", "b"), ("a",), ("c",), ("a", "b", "d")], [0, 0, 0, 0])
-    [[3, 0, 1], [2]]
-    """
-    histories = [tuple(h) for h in histories]
-    order = sorted(range(len(histories)), key=lambda i: -len(histories[i]))
-    heads: dict = {}  # (label, first session) -> chains whose longest starts there
-    chains: list[list[int]] = []
-    for i in order:
-        h = histories[i]
-        key = (labels[i], h[:1])
-        near = heads.get(key, []) if h else [c for (label, _), cs in heads.items() if label == key[0] for c in cs]
-        for chain in near:
-            if histories[chain[0]][: len(h)] == h:
-                chain.append(i)
-                break
-        else:
-            chains.append([i])
-            heads.setdefault(key, []).append(chains[-1])
-    return chains
 
 
 def two_folds(groups, seed: int = 0) -> np.ndarray:
@@ -344,45 +302,16 @@ def stream(
         stream_policy(p, beta)
     ds, anns = data.load(progress, regimes=("blind",))
     hs = stream_histories(ds)
-    E, emotion, Q, q_val = _turn_inputs(ds, hs, data.embedding_setting, progress)
+    inputs = _turn_inputs(ds, hs, data.embedding_setting, progress)
     # two folds of groups; learned_V for a history uses weights learned on the other fold
-    groups = hs.cases["group"].to_numpy()
-    fold = two_folds(groups, seed)
+    fold = two_folds(hs.cases["group"].to_numpy(), seed)
     weights, weight_table = fold_weights(anns["blind"].cases, fold, budgets, seed, data.quick)
-    chains = history_chains(hs.sessions, [fold[cs[0]] for cs in hs.questions])
+    replays = _Replays(ds, hs, inputs, weights, fold, budgets, policies, beta, ks, data.factor_set)
     bar = tqdm(total=len(hs.rows) * len(policies) * len(budgets), desc="replay", disable=not progress)
     scored: dict = {}  # (history, budget, policy) -> its questions' rows
     peak = 0
-    for chain in chains:
-        rows = hs.rows[chain[0]]
-        longest = history_frame(ds, rows)
-        sessions = longest["session"].to_numpy()
-        # weights -> a store of every turn of the longest history, nothing forgotten: what it holds is the same
-        # under every policy (none drops anything), so one replay serves them all, each policy's own per-item
-        # state declared at its start value (no turn is merged or retrieved in a replay)
-        fulls: dict = {}
-        for bi, b in enumerate(budgets):
-            cuts = [(len(hs.rows[h]), budget_count(b, len(hs.rows[h]))) for h in chain]
-            for pi, name in enumerate(policies):
-                policy = stream_policy(name, beta)
-                w = weights[(b, fold[hs.questions[chain[0]][0]])] if name.startswith("learned_V") else np.ones(7)
-                key = np.asarray(w, float).tobytes()
-                if key not in fulls:
-                    fulls[key] = replay(longest, w, policy, None, E[rows], emotion[rows], data.factor_set)
-                fulls[key].policy = policy
-                full = fulls[key].view
-                replayed = held_after(full, policy, sessions, cuts)
-                peak = max(peak, replayed.peak if policy.bounded else 0)
-                for h, held in zip(chain, replayed.held):
-                    n = len(hs.rows[h])
-                    view = full.take(held, float(longest["time"].iloc[n - 1]) if n else -np.inf)
-                    at = (hs, n, view, policy, Q, q_val, ks, sessions[:n] if hs.dated else None)
-                    scored[(h, bi, pi)] = [
-                        {"policy": name, "budget": b, **_question_row(c, gold, *at)}
-                        for c, gold in zip(hs.questions[h], hs.golds[h])
-                        if gold  # an empty gold: its evidence comes after the question's date
-                    ]
-                    bar.update()
+    for chain in history_chains(hs.sessions, [fold[cs[0]] for cs in hs.questions]):
+        peak = max(peak, replays.chain(chain, scored, bar))
     bar.close()
     order = [(h, bi, pi) for h in range(len(hs.rows)) for bi in range(len(budgets)) for pi in range(len(policies))]
     per_q = pd.DataFrame([row for key in order for row in scored[key]])
@@ -400,65 +329,59 @@ def stream(
 
 
 @dataclass(frozen=True)
-class StreamHistories:
-    """The histories of a stream study: a haystack cut at its questions' date, and the questions asked there.
+class _Replays:
+    """The replays of one :func:`stream` run: its data, the turns' inputs, the learned weights and the settings."""
 
-    Attributes
-    ----------
-    cases : DataFrame
-        The usable questions that are not abstentions.
-    rows : list of ndarray
-        Per history, its turns (rows of ``ds.turns``, in time order, those with text).
-    sessions : list of tuple
-        Per history, its sessions (so that nested histories can be found).
-    questions : list of list of int
-        Per history, its questions (rows of ``cases``).
-    golds : list of list of set
-        Per history and question, the gold positions in the history.
-    dated : bool
-        Whether the questions have dates (then scored at session level too).
-    without_text : int
-        Turns without text, left out (a store refuses them; none is gold in our corpora).
-    """
+    ds: object
+    hs: StreamHistories
+    inputs: tuple  # per turn of ds: embedding and emotion; per question: embedding and valence (_turn_inputs)
+    weights: dict  # (budget, fold) -> the learned_V weights
+    fold: np.ndarray
+    budgets: list
+    policies: tuple
+    beta: float
+    ks: list
+    factor_set: str
 
-    cases: pd.DataFrame
-    rows: list
-    sessions: list
-    questions: list
-    golds: list
-    dated: bool
-    without_text: int
+    def chain(self, chain: list, scored: dict, bar) -> int:
+        """Replay one chain of nested histories under every budget and policy; fill ``scored``, return the peak.
 
-
-def stream_histories(ds) -> StreamHistories:
-    """Cut each usable, non-abstention question's haystack at its date; questions asked at one point share it."""
-    usable = ds.usable()
-    usable = usable.with_cases(usable.cases[~usable.cases["case_id"].astype(str).str.endswith("_abs")])
-    cases = usable.cases
-    if not len(cases):
-        raise ParameterError(f"{ds.name}: no usable question (with gold turns, not an abstention) to stream")
-    session_date = dict(zip(ds.sessions["session"], ds.sessions["date"]))
-    n_turns = ds.sessions.set_index("session")["n_turns"]
-    qdates = cases["question_date"]
-    histories: dict = {}
-    for c, hay in enumerate(cases["haystack"]):
-        cut = len(hay) if pd.isna(qdates.iloc[c]) else sum(session_date[x] <= qdates.iloc[c] for x in hay)
-        histories.setdefault((hay, cut), []).append(c)
-    # a turn without text is none a store can hold (MemoryStore.add refuses it): it is left out of the history, and
-    # the budget is a share of the turns that remain (RealMem has 6 such turns, LongMemEval-S 12, none of them gold)
-    has_text = np.array([bool(str(t).strip()) for t in ds.turns["text"]], dtype=bool)
-    rows, golds, no_text = [], [], set()
-    for (hay, cut), case_list in histories.items():
-        hrows = usable.haystack_rows(case_list[0])[: int(n_turns.loc[list(hay[:cut])].sum())]
-        no_text.update(hrows[~has_text[hrows]].tolist())
-        hrows = hrows[has_text[hrows]]
-        pos_of_row = {r: i for i, r in enumerate(hrows)}
-        rows.append(hrows)
-        golds.append([{pos_of_row[g] for g in cases["gold"].iloc[c] if g in pos_of_row} for c in case_list])
-    sessions = [hay[:cut] for hay, cut in histories]
-    return StreamHistories(
-        cases, rows, sessions, list(histories.values()), golds, bool(qdates.notna().any()), len(no_text)
-    )
+        ``scored`` gets, per (history, budget, policy), the rows of the history's questions; the
+        peak is the largest bounded store at a session end (0 when no policy is bounded).
+        """
+        hs, (E, emotion, Q, q_val) = self.hs, self.inputs
+        rows = hs.rows[chain[0]]
+        longest = history_frame(self.ds, rows)
+        sessions = longest["session"].to_numpy()
+        # weights -> a store of every turn of the longest history, nothing forgotten: what it holds is the same
+        # under every policy (none drops anything), so one replay serves them all, each policy's own per-item
+        # state declared at its start value (no turn is merged or retrieved in a replay)
+        fulls: dict = {}
+        peak = 0
+        for bi, b in enumerate(self.budgets):
+            cuts = [(len(hs.rows[h]), budget_count(b, len(hs.rows[h]))) for h in chain]
+            for pi, name in enumerate(self.policies):
+                policy = stream_policy(name, self.beta)
+                fold = self.fold[hs.questions[chain[0]][0]]
+                w = self.weights[(b, fold)] if name.startswith("learned_V") else np.ones(7)
+                key = np.asarray(w, float).tobytes()
+                if key not in fulls:
+                    fulls[key] = replay(longest, w, policy, None, E[rows], emotion[rows], self.factor_set)
+                fulls[key].policy = policy
+                full = fulls[key].view
+                replayed = held_after(full, policy, sessions, cuts)
+                peak = max(peak, replayed.peak if policy.bounded else 0)
+                for h, held in zip(chain, replayed.held):
+                    n = len(hs.rows[h])
+                    view = full.take(held, float(longest["time"].iloc[n - 1]) if n else -np.inf)
+                    at = (hs, n, view, policy, Q, q_val, self.ks, sessions[:n] if hs.dated else None)
+                    scored[(h, bi, pi)] = [
+                        {"policy": name, "budget": b, **_question_row(c, gold, *at)}
+                        for c, gold in zip(hs.questions[h], hs.golds[h])
+                        if gold  # an empty gold: its evidence comes after the question's date
+                    ]
+                    bar.update()
+        return peak
 
 
 def _turn_inputs(ds, hs: StreamHistories, setting: str, progress: bool):

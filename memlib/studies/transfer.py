@@ -149,7 +149,8 @@ def fit_worst_case(model: str, datas, keep_fraction: float, seed: int = 0, quick
     pooled fit of :func:`fit_value`, on cues standardised over all the corpora's turns. Returns
     ``(score, weights)`` as :func:`memlib.studies.cues.fit_cue_model` does.
     """
-    from memlib.learning import _standardise, hill_climb_signed
+    from memlib.feature_fits import standardise
+    from memlib.learning import hill_climb_signed
 
     check_choice("model", model, MODELS)
     datas = list(datas)
@@ -175,7 +176,7 @@ def fit_worst_case(model: str, datas, keep_fraction: float, seed: int = 0, quick
         return (lambda data: LinearValue(w).score(data.cases)), w
     table_of = _table_of(True, model)
     tab = table_of(pooled)
-    mu, sd = _standardise(tab.values, tab.valid)
+    mu, sd = standardise(tab.values, tab.valid)
     Zs = [((table_of(d).values - mu) / sd).astype(np.float32) for d in datas]
     evs = [RetentionEvaluator(d.cases, keep_fraction) for d in datas]
     _, w0 = fit_cue_model(CUE_LEARNER, pooled, table_of, keep_fraction, seed, quick)
@@ -214,7 +215,7 @@ def weight_signs(corpora: dict, keep_fraction: float = 0.3, seed: int = 0, quick
     opposite signs (weights within 1% of the largest are taken as 0).
     """
     from memlib import FACTORS
-    from memlib.learning import _standardise
+    from memlib.feature_fits import standardise
 
     names = list(corpora)
     rows = []
@@ -225,7 +226,7 @@ def weight_signs(corpora: dict, keep_fraction: float = 0.3, seed: int = 0, quick
         else:
             table_of = _table_of(True, model)
             tab = table_of(concat([corpora[n] for n in names]))
-            _, sd = _standardise(tab.values, tab.valid)
+            _, sd = standardise(tab.values, tab.valid)
             features = list(tab.names)
             per = {
                 n: fit_cue_model(CUE_LEARNER, corpora[n], table_of, keep_fraction, seed, quick)[1] * sd for n in names
