@@ -143,6 +143,8 @@ def test_locomo_counts():
     assert ds.turns["role"].eq("user").all()
     assert ds.turns["text"].str.contains(r"\[shares a photo: ").sum() > 800
     assert np.all(np.diff(ds.turns["timestamp"].to_numpy()[ds.haystack_rows(0)]) > np.timedelta64(0))
+    # answers as the file gives them (1,542 with an answer; the adversarial questions have none)
+    assert (ds.cases["answer"] != "").sum() == 1542 and ds.cases["answer"].iloc[0] == "7 May 2023"
 
 
 def test_resolver_order_and_offline_message(tmp_path, monkeypatch):

@@ -62,7 +62,7 @@ def load_locomo(path=None) -> Dataset:
     path = Path(path) if path is not None else resolve_dataset("locomo")
     data = _read_json_list(path)
     b = _Builder()
-    rows = []
+    rows, answers = [], []
     skipped = {"evidence_ids": 0}
     seen_samples: dict = {}
     for i, sample in enumerate(data):
@@ -79,8 +79,9 @@ def load_locomo(path=None) -> Dataset:
             _fail(path, where, "conversation has no session_<n> lists")
         haystack, dia = _locomo_sessions(path, where, sid, conv, nums, b)
         rows += _locomo_questions(path, where, sid, qas, tuple(haystack), dia, skipped)
+        answers += [qa.get("answer") for qa in qas]  # none for the adversarial questions (category 5)
     turns, sessions = b.frames()
-    return Dataset("locomo", turns, sessions, _cases_frame(rows), b.texts, str(path), skipped)
+    return Dataset("locomo", turns, sessions, _cases_frame(rows, answers=answers), b.texts, str(path), skipped)
 
 
 def _locomo_sessions(path, where: str, sid: str, conv: dict, nums: list, b: _Builder) -> tuple[list, dict]:
