@@ -246,8 +246,17 @@ def planted_corpus(name, seed, gold_cue=4, G=6, n=12):
 
 
 def test_the_defaults_study_leaves_each_corpus_out_and_its_own_choice_never_reads_it():
+    import dataclasses
+
     hs = [planted_corpus(n, s) for n, s in (("a", 0), ("b", 1), ("c", 2))]
+    G, n = hs[0].session.shape
+    texts = [f"turn {i}" for i in range(G * n)]
+    texts[3], texts[n + 2] = "We met in Lisbon.", "My sister Ana."
+    hs[0] = dataclasses.replace(hs[0], texts=texts, answers=["Lisbon", "Ana"] + [""] * (G - 2))
     m = D.defaults_study_on(hs, keep_fraction=0.3, quick=True)
+    ans = m.headline[m.headline["metric"] == "answer_retention"]  # only where the corpus gives readable answers
+    assert set(ans["dataset"]) == {"a"} and (ans["n_questions"] == 2).all()
+    assert {"defaults", "chosen without it", "paper eq. 3", "first in, first out"} == set(ans["config"])
     assert set(m.chosen["choice"]) == {"shipped", "without a", "without b", "without c"}
     head = m.headline.set_index(["dataset", "metric", "config"])["mean"]
     for d in "abc":  # the gold is what a cue value can learn elsewhere: it keeps more than the paper's eq. 3
@@ -287,8 +296,3 @@ def test_answer_retention_reads_the_answer_string_in_the_kept_turns_and_leaves_o
     common = list(texts)
     common[5 * n : 5 * n + 4] = ["2 a", "b 2", "2", "2"]  # now "2" is in four turns of history 5: too common
     assert np.isnan(answer_retention_per_case(dataclasses.replace(c, texts=common), masks)[5])
-    hs = [c, planted_corpus("b", 1), planted_corpus("c", 2)]
-    head = D.defaults_study_on(hs, keep_fraction=0.3, quick=True).headline
-    ans = head[head["metric"] == "answer_retention"]
-    assert set(ans["dataset"]) == {"a"} and set(ans["config"]) >= {"defaults", "first in, first out"}
-    assert (ans["n_questions"] == 4).all()  # Lisbon, Ana, 2 cats and the one "2": the others cannot be read
