@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
+
 from memlib._text import CUT_CHARS_PER_PIECE, clean_text, cut_to_word_pieces
 
 DEVICES = ("cpu", "cuda", "mps")
@@ -140,3 +142,33 @@ def _model_tokenizer(model):
         return getattr(model, "tokenizer", None)
     except Exception:  # a model without a tokenizer module
         return None
+
+
+def read_alike(texts, max_seq_length: int, tokenizer=None) -> np.ndarray:
+    """Which ``texts`` the model reads alike at ``max_seq_length`` and at every longer length: a boolean mask.
+
+    True for a text of at most ``8 * (max_seq_length - 2)`` characters (so :func:`model_input`
+    leaves it whole at every length) and at most ``max_seq_length - 3`` word pieces (counted by
+    ``tokenizer``, by default the packaged one). Each such text is tokenized the same at every
+    length, with nothing cut, and is shorter than ``max_seq_length`` tokens with ``[CLS]`` and
+    ``[SEP]``: a longer text in its batch pads it at every length. Its vector then does not depend
+    on the length: on the CPU the torch model gives a text the same bits whatever the batch's padded
+    length, order or other texts, as long as the batch holds some padding (a batch of texts that
+    are all one length in tokens, one text alone say, has none, and gives bits that can differ by
+    about 1e-7; measured with torch 2.13, and checked on real turns by ``tests/test_embeddings.py``).
+    A text of exactly ``max_seq_length - 2`` word pieces is left out for that reason: it fills
+    ``max_seq_length`` tokens, so among longer texts its batch is unpadded at that length and
+    padded at a longer one. ``texts`` are taken as cleaned (:func:`memlib._text.clean_text`).
+
+    >>> read_alike(["a short turn", "word " * 200, "x" * 2000], 128).tolist()
+    [True, False, False]
+    """
+    pieces = max_seq_length - 2
+    out = np.zeros(len(texts), bool)
+    whole = [i for i, t in enumerate(texts) if len(t) <= CUT_CHARS_PER_PIECE * pieces]
+    tok = tokenizer if tokenizer is not None else _tokenizer()
+    for start in range(0, len(whole), 4096):  # bounded memory; the tokenizer batches in Rust
+        idx = whole[start : start + 4096]
+        ids = tok([texts[i] for i in idx], add_special_tokens=False, truncation=True, max_length=pieces)["input_ids"]
+        out[idx] = [len(x) < pieces for x in ids]
+    return out

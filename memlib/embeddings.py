@@ -21,7 +21,9 @@ reference embedding: 0.96 on average over LongMemEval-S texts; see
 on the same model exported locally and quantised to int8 (:func:`onnx_int8_model`;
 about twice as fast again on a CPU; ``benchmarks/onnx_int8.py``). All embed
 texts longest first in batches of similar length, so little compute goes to
-padding. Each setting has its own cache.
+padding. Each setting has its own cache; a short text (at most 125 word pieces)
+embeds to the same bits at 128 and 256 word pieces, so the two torch settings
+embed it once between them (:func:`reuse_other_lengths`).
 
 The model is given each text cleaned (:func:`memlib._text.clean_text`: a lone
 surrogate becomes U+FFFD) and cut to a bounded length that keeps its first
@@ -74,6 +76,7 @@ from memlib.embedding_model import (  # noqa: F401 - re-exported: memlib.embeddi
     default_device,
     load_model,
     model_input,
+    read_alike,
 )
 from memlib.embedding_onnx import (  # noqa: F401 - re-exported: memlib.embeddings.OnnxEncoder etc.
     ONNX_EXPORT,
@@ -252,7 +255,11 @@ def embed_cached(
 
     Notes
     -----
-    Missing texts are embedded longest first (fewer padding tokens per batch)
+    On the torch model, a text missing from this length's cache but cached at the
+    other torch length is taken from there when the model reads it alike at both
+    (at most 125 word pieces between ``fast`` and ``reference``:
+    :func:`reuse_other_lengths`), so the two settings embed a short text once.
+    The rest are embedded longest first (fewer padding tokens per batch)
     in chunks of :data:`SHARD_SIZE`; each finished chunk is written to the cache
     before the next starts, so an interrupted run resumes where it stopped.
     """
@@ -265,6 +272,8 @@ def embed_cached(
     if use_cache:
         cache = _setting_cache(cache, max_seq_length, backend)
         vecs, found = cache.get(uniq)
+        if backend == "torch" and not found.all():
+            reuse_other_lengths(uniq, vecs, found, cache)
     else:
         cache, vecs, found = None, np.zeros((len(uniq), DIM), np.float32), np.zeros(len(uniq), bool)
     missing = np.flatnonzero(~found)
@@ -276,6 +285,61 @@ def embed_cached(
         _embed_in_shards(model, uniq, order, vecs, max_seq_length, backend, batch_size, cache, progress)
     pos = {t: i for i, t in enumerate(uniq)}
     return vecs[[pos[t] for t in texts]] if len(uniq) != len(texts) else vecs
+
+
+def torch_lengths() -> list[int]:
+    """Return the lengths of the named settings that run the torch model (:data:`SETTINGS`), shortest first."""
+    return sorted({SETTINGS[k] for k in SETTINGS if BACKENDS[k] == "torch"})
+
+
+def _sibling_cache(cache: EmbeddingCache, max_seq_length: int) -> EmbeddingCache:
+    """Return the cache of the same model at another length, beside ``cache`` (the shared one for a shared cache)."""
+    if cache is _CACHES.get((str(cache_root()), cache.max_seq_length, "torch")):
+        return shared_cache(max_seq_length, "torch")
+    return EmbeddingCache(cache.directory.parent, model_tag=cache.model_tag, max_seq_length=max_seq_length)
+
+
+def reuse_other_lengths(texts, vecs: np.ndarray, found: np.ndarray, cache: EmbeddingCache) -> int:
+    """Fill the rows of ``texts`` missing from ``cache`` with vectors cached at another torch length, where valid.
+
+    A text missing from ``cache`` (a torch setting's cache, at ``cache.max_seq_length``) is
+    taken from the cache of each other length of :func:`torch_lengths` beside it when the model
+    reads it alike at both lengths (:func:`~memlib.embedding_model.read_alike` at the shorter
+    one: at most that length less 3 word pieces): the vector is then the one this length's
+    model gives the text, bit for bit, in the same batch. ``vecs`` and ``found`` (as
+    :meth:`EmbeddingCache.get` returns them) are updated in place, and the vectors taken are
+    written to ``cache`` too, so it stands on its own. Other runtimes (``int8``) give other
+    vectors and are never mixed in.
+
+    Parameters
+    ----------
+    texts : list of str
+        Cleaned texts (:func:`memlib._text.clean_text`), the rows of ``vecs``.
+    vecs : ndarray, shape (len(texts), 384)
+    found : ndarray of bool, shape (len(texts),)
+    cache : EmbeddingCache
+
+    Returns
+    -------
+    int
+        The number of texts taken from another length.
+    """
+    taken = []
+    for other in torch_lengths():
+        missing = np.flatnonzero(~found)
+        if other == cache.max_seq_length or not len(missing):
+            continue
+        theirs, there = _sibling_cache(cache, other).get([texts[i] for i in missing])
+        if not there.any():
+            continue
+        alike = read_alike([texts[i] for i in missing[there]], min(other, cache.max_seq_length))
+        rows = missing[there][alike]
+        vecs[rows], found[rows] = theirs[there][alike], True
+        taken.extend(rows.tolist())
+    for start in range(0, len(taken), SHARD_SIZE):  # shards of the usual size
+        rows = taken[start : start + SHARD_SIZE]
+        cache.put([texts[i] for i in rows], vecs[rows])
+    return len(taken)
 
 
 def _setting_cache(cache: EmbeddingCache | None, max_seq_length: int, backend: str) -> EmbeddingCache:
