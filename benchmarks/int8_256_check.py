@@ -13,6 +13,12 @@ texts, 3.9 million tokens; the ``reference`` pass takes the texts of at most 125
 from a ``fast`` cache when there is one) and annotates them under each setting. Everything goes
 to memlib's cache (``$MEMLIB_CACHE_DIR``), where ``make paper`` finds the reference vectors again.
 
+Measured on 2026-12-02 with ``--sample 8`` (7 usable questions, 3,364 texts; 18 minutes, 9 CPU
+minutes, at load 5 to 11): it fails. Per-text cosine of int8-256 to torch: mean 0.993, minimum
+0.942; Table 3 moves in three blind cells, goal_only by -0.133, uniform_V by -0.067, learned_V by
++0.017 (each question is 1/7 of a cell here), and the blind order changes. The 60 questions have
+not been run (about 8.5 times the texts: some 75 CPU minutes cold).
+
 Run: nice -n 19 .venv/bin/python benchmarks/int8_256_check.py [--sample 60] [--tolerance 0.005]
 """
 
