@@ -40,7 +40,7 @@ def main():
     best = None
     for _ in range(max(1, args.repeat)):
         t0 = time.perf_counter()
-        table = cues.compute_cues(ds, ann, embedding=args.setting)
+        table = cues.compute_cues(ds, ann, embedding_setting=args.setting)
         wall = time.perf_counter() - t0
         if best is None or wall < best[0]:
             best = (wall, table)

@@ -245,7 +245,7 @@ def _kinds() -> dict:
     return kind
 
 
-def compute_cues(ds, annotation, embedding: str = "fast", progress: bool = False) -> CueTable:
+def compute_cues(ds, annotation, embedding_setting: str = "fast", progress: bool = False) -> CueTable:
     """Every cue of :data:`CUES` for every history of a blind factor annotation.
 
     Parameters
@@ -254,7 +254,7 @@ def compute_cues(ds, annotation, embedding: str = "fast", progress: bool = False
         The dataset that was annotated.
     annotation : memlib.factors.Annotation
         Its **blind** annotation (the paper cues are read from it; the oracle one reads the question).
-    embedding : {'fast', 'reference'}
+    embedding_setting : {'fast', 'reference', 'int8'}
         The embedding setting of the history cues (served from the cache the annotation filled).
     progress : bool
         Show the embedding progress bar when texts are missing from the cache.
@@ -290,7 +290,7 @@ def compute_cues(ds, annotation, embedding: str = "fast", progress: bool = False
     seconds["turn"] = time.perf_counter() - t0
 
     t_embed = time.perf_counter()
-    E_text = embed_text_table(ds.texts, used_texts, embedding, progress=progress)
+    E_text = embed_text_table(ds.texts, used_texts, embedding_setting, progress=progress)
     t0 = time.perf_counter()
     seconds["embeddings_from_cache"] = t0 - t_embed
     history = _history_cues(ds, rows_gn, cs.length, E_text, used_texts, sess_code)

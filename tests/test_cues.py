@@ -31,7 +31,7 @@ def replace_questions(ds, seed):
 
 def blind_cues(ds):
     ann = Fm.annotate(ds, "blind", embedding_setting="fast", use_cache=False, progress=False)
-    return C.compute_cues(ds, ann, embedding="fast")
+    return C.compute_cues(ds, ann, embedding_setting="fast")
 
 
 @pytest.mark.slow

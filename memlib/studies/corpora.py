@@ -149,7 +149,7 @@ def load_corpus(data: DataSpec | str, progress: bool = False) -> Corpus:
     ds, anns = data.load(progress, regimes=("blind",))
     ann = anns["blind"]
     embedding = data.embedding_setting
-    raw = compute_cues(ds, ann, embedding=embedding, progress=progress).select(STORE_CUES)
+    raw = compute_cues(ds, ann, embedding_setting=embedding, progress=progress).select(STORE_CUES)
     rows = ann.turn_rows
     valid = rows >= 0
     rr = np.where(valid, rows, 0)

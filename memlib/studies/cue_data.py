@@ -117,7 +117,7 @@ def load_cue_data(data: DataSpec | str = LOCOMO, progress: bool = False) -> CueD
     ann = anns["blind"]
     embedding = data.embedding_setting
     t1 = time.perf_counter()
-    raw = compute_cues(ds, ann, embedding=embedding, progress=progress)
+    raw = compute_cues(ds, ann, embedding_setting=embedding, progress=progress)
     t2 = time.perf_counter()
     out = CueData(ds.name, ann.cases, raw)
     out.info = {

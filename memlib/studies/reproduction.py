@@ -83,7 +83,7 @@ def tie_readings(cases: CaseSet, policy: str, keep_fraction: float = 0.3) -> pd.
     return pd.DataFrame(rows, columns=["ties", "retention"]).assign(policy=policy)
 
 
-def reading_table(ds, keep_fraction: float = 0.3, embedding="fast", progress: bool = False) -> pd.DataFrame:
+def reading_table(ds, keep_fraction: float = 0.3, embedding_setting="fast", progress: bool = False) -> pd.DataFrame:
     """Blind single-factor retention on every usable case under each reading of Table 1.
 
     Rows: ``policy, reading, retention, default`` (whether it is memlib's
@@ -98,7 +98,7 @@ def reading_table(ds, keep_fraction: float = 0.3, embedding="fast", progress: bo
     from memlib import factors, paper
 
     keep_fraction = check_fraction("keep_fraction", keep_fraction)
-    kw = dict(factor_set="paper", embedding_setting=embedding, progress=progress)
+    kw = dict(factor_set="paper", embedding_setting=embedding_setting, progress=progress)
     base = factors.annotate(ds, "blind", **kw).cases
     ev = RetentionEvaluator(base, keep_fraction)
     rows = []
@@ -278,7 +278,7 @@ def variant_table(
     n_splits: int = 20,
     seed: int = 0,
     quick: bool = False,
-    embedding="fast",
+    embedding_setting="fast",
     progress: bool = False,
 ) -> pd.DataFrame:
     """Learned and uniform values when one reading of Table 1 changes.
@@ -298,7 +298,7 @@ def variant_table(
         per_split = per_case.groupby(["policy", "split"], sort=False)["retention"].mean().reset_index()
         return summarise(per_split, ["policy"]).assign(variant=label, regime=regime)
 
-    kw = {"factor_set": "paper", "embedding_setting": embedding, "progress": progress}
+    kw = {"factor_set": "paper", "embedding_setting": embedding_setting, "progress": progress}
     rows = []
     for label, options in VARIANTS:
         rows.append(score(label, "blind", factors.annotate(ds, "blind", **{**kw, **options}).cases))
