@@ -34,7 +34,7 @@ def test_main_job_runs_every_study_with_its_chapters_parameters():
     import re
     from pathlib import Path
 
-    from memlib.studies import COMPARED, MAIN_SAMPLE, STUDIES, main_job
+    from memlib.studies import BY_FACTOR_SET, COMPARED, MAIN_SAMPLE, STUDIES, main_job
 
     for paper in (False, True):
         stages = main_job(paper=paper)
@@ -42,8 +42,10 @@ def test_main_job_runs_every_study_with_its_chapters_parameters():
         assert {study for _, study, _ in runs} == set(STUDIES)
         assert len({name for name, _, _ in runs}) == len(runs)  # one output file per run
         assert [[name for name, _, _ in st] for st in stages[:2]] == [["factors"], ["paper"]]  # embedding first
-        compared = {study for name, study, _ in runs if name != study}
+        compared = {study for name, study, o in runs if name != study and "--factor-set" not in o}
         assert compared == set(COMPARED)
+        by_set = {(study, o[1]) for name, study, o in runs if "--factor-set" in o}
+        assert by_set == {(s, fs) for s in BY_FACTOR_SET for fs in ("extended", "released")}
         assert any("--sample" in o for _, _, o in runs) != paper
     # the chapters' sample parameters hold the main job's sample, so the book reads its cached results
     notebooks = Path(__file__).resolve().parent.parent / "notebooks"
@@ -251,6 +253,8 @@ def test_the_command_line_builds_one_data_spec_as_the_chapters_do(monkeypatch):
         kw = spec(study, *options)
         if name.endswith(COMPARE_DATASET):
             assert kw["data"] == STUDIES[study].data_spec(dataset=COMPARE_DATASET, sample=MAIN_SAMPLE), name
+        if "--factor-set" in options:  # what Study.each_factor_set runs for the chapter's table of the three sets
+            assert kw["data"] == STUDIES[study].data_spec(factor_set=options[1]), name
     options = ["--dataset", "longmemeval_s", "--factor-set", "released", "--embedding", "int8"]
     kw = spec("oracle-blind", "--quick", *options)
     assert kw["data"] == DataSpec("longmemeval_s", quick=True, factor_set="released", embedding_setting="int8")
