@@ -227,7 +227,13 @@ def test_defaults_command_measures_and_writes_a_defaults_file(tmp_path):
         ADAPTATION
     )
     assert {r["dataset"] for r in rows} == {"locomo", "longmemeval_s", "realmem"}
-    assert {r["metric"] for r in rows} == {"retention", "recall_any@10", "recall_all@10"}
+    assert {r["metric"] for r in rows} == {"retention", "recall_any@10", "recall_all@10", "answer_retention"}
+    # the answer metric reads the corpora that give answer strings, and only where it can read them
+    answered = [r for r in rows if r["metric"] == "answer_retention"]
+    assert {r["dataset"] for r in answered} <= {"locomo", "longmemeval_s"} and "locomo" in {
+        r["dataset"] for r in answered
+    }
+    assert all(0 <= r["mean"] <= 1 and r["n_questions"] >= 1 for r in answered)
     d = load_defaults(path)
     assert set(d["policy"]) == {"keep_top_value", "beta", "value_weight", "mood_weight"}
     if "adaptive" in d:  # the adaptive store was chosen: its value scale and interval width go with it
