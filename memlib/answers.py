@@ -44,9 +44,7 @@ def answer_turns(texts, answer) -> np.ndarray | None:
     >>> answer_turns(["I have 2 dogs."], "a cat") is None, answer_turns(["x 2", "2 y", "2", "z 2"], 2) is None
     (True, True)
     """
-    if answer is None or (isinstance(answer, float) and np.isnan(answer)):
-        return None
-    a = normalise_answer(answer)
+    a = "" if answer is None else normalise_answer(answer)
     if not a.strip():
         return None
     hits = np.array([a in normalise_answer(t) for t in texts], dtype=bool)

@@ -103,8 +103,8 @@ class Corpus:
             for c in range(cs.n_cases):
                 answer = None if self.answers is None or self.texts is None else self.answers[c]
                 g = int(cs.case_haystack[c])
-                texts = [self.texts[i] for i in self.text_id[g, : int(cs.length[g])]] if answer else []
-                found.append(answer_turns(texts, answer) if answer else None)
+                ids = self.text_id[g, : int(cs.length[g])] if answer else []  # no answer: no history to read
+                found.append(answer_turns([self.texts[i] for i in ids], answer))
             self.__dict__["_answer_turns"] = found
         return self.__dict__["_answer_turns"]
 
