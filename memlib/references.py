@@ -91,6 +91,82 @@ def count_references(E_new, period_new, E_held, period_held, threshold: float = 
     return refs, np.bincount(bins.ravel(), minlength=N_BINS).astype(np.float64)
 
 
+@dataclass(frozen=True)
+class ReferenceTable:
+    """Every reference event a history's user turns can make, counted once: what a replay reads per session.
+
+    Made by :func:`reference_table`. Which held turns a replay's store still holds changes with
+    its budget and policy, but whether a user turn refers back to a turn does not: a replay
+    sums a row of :attr:`counts` over the turns it holds (:meth:`session_counts`) instead of
+    comparing embeddings again at every consolidation of every replay.
+
+    Attributes
+    ----------
+    counts : ndarray of int32, shape (S, n)
+        ``counts[s, j]``: the user turns of session ``s`` whose cosine with turn ``j`` (of an
+        earlier session) is at least the threshold; 0 where ``j`` is not earlier.
+    asks : ndarray of int64, shape (S,)
+        The user turns of each session.
+    session : ndarray of int64, shape (n,)
+        The session of each turn (0 for the first).
+    """
+
+    counts: np.ndarray
+    asks: np.ndarray
+    session: np.ndarray
+
+    def prefix(self, n_sessions: int, n_turns: int) -> ReferenceTable:
+        """Return the table of the history's first ``n_sessions`` sessions (its first ``n_turns`` turns)."""
+        return ReferenceTable(self.counts[:n_sessions, :n_turns], self.asks[:n_sessions], self.session[:n_turns])
+
+    def session_counts(self, s: int, held) -> tuple:
+        """Return :func:`count_references` of session ``s``'s user turns against the held turns ``held`` (positions).
+
+        ``held`` may hold turns of session ``s`` itself: only the earlier ones count, as a store counts.
+        """
+        held = np.asarray(held, dtype=np.int64)
+        held = held[self.session[held] < s]
+        if not self.asks[s] or not len(held):
+            return np.zeros(N_BINS), np.zeros(N_BINS)
+        bins = lag_bins(s - self.session[held])
+        refs = np.bincount(bins, weights=self.counts[s, held], minlength=N_BINS)
+        return refs, self.asks[s] * np.bincount(bins, minlength=N_BINS).astype(np.float64)
+
+
+def reference_table(E, ends, user, threshold: float = THRESHOLD) -> ReferenceTable:
+    """Count, once for a whole history, which earlier turns each session's user turns refer back to.
+
+    Parameters
+    ----------
+    E : ndarray, shape (n, d)
+        Unit embeddings of the history's turns, in order.
+    ends : array_like of int, shape (S,)
+        The number of turns up to the end of each session (:func:`memlib.store.replay.session_ends`).
+    user : array_like of bool, shape (n,)
+        Whether each turn is a user's.
+    threshold : float
+        As :func:`count_references`, whose products this repeats element for element.
+
+    >>> E = np.eye(4)[[0, 1, 0]]
+    >>> t = reference_table(E, [1, 2, 3], [True, True, True], threshold=0.9)
+    >>> t.counts.tolist(), t.session_counts(2, [0, 1])[0].tolist()[:3]
+    ([[0, 0, 0], [0, 0, 0], [1, 0, 0]], [0.0, 1.0, 0.0])
+    """
+    E, ends, user = np.asarray(E, dtype=np.float32), np.asarray(ends, dtype=np.int64), np.asarray(user, dtype=bool)
+    n = len(E)
+    starts = np.r_[0, ends[:-1]].astype(np.int64)
+    counts = np.zeros((len(ends), n), np.int32)
+    asks = np.zeros(len(ends), np.int64)
+    for s, (a, b) in enumerate(zip(starts, ends)):
+        ask = a + np.flatnonzero(user[a:b])
+        asks[s] = len(ask)
+        if len(ask) and a:  # as count_references computes each product (one thread, float32)
+            cos = np.einsum("id,jd->ij", E[ask], E[:a])
+            counts[s, :a] = (cos >= threshold).sum(axis=0)
+    session = np.repeat(np.arange(len(ends), dtype=np.int64), np.diff(np.r_[0, ends]))
+    return ReferenceTable(counts, asks, session)
+
+
 #: The exponents ``b`` of the need curve ``L ** -b`` a stream's references are scored on.
 EXPONENTS = np.round(np.arange(-1.0, 2.0 + 1e-9, 0.05), 2)
 _EDGES = np.array([*LAG_EDGES, 2 * LAG_EDGES[-1]], dtype=float)
@@ -205,4 +281,15 @@ def _is_int(x) -> bool:
     return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
 
 
-__all__ = ["EXPONENTS", "LAG_EDGES", "N_BINS", "THRESHOLD", "Need", "count_references", "lag_bins", "session_loglik"]
+__all__ = [
+    "EXPONENTS",
+    "LAG_EDGES",
+    "N_BINS",
+    "THRESHOLD",
+    "Need",
+    "ReferenceTable",
+    "count_references",
+    "lag_bins",
+    "reference_table",
+    "session_loglik",
+]

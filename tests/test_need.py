@@ -112,3 +112,58 @@ def test_a_stream_that_reaches_back_to_the_old_more_than_the_new_is_read_as_flat
     for s in range(40):
         near = near.counted([0, 9, 3, 1, 0, 0, 0, 0], [10, 50, 50, 50, 50, 50, 50, 50], boundary=s + 1)
     assert near.exponent(0.0) >= near.exponent(2.0) > 0
+
+
+def test_a_replay_reads_the_reference_table_as_the_store_counts_references():
+    """The table counted once per history gives every consolidation what count_references gives it."""
+    from memlib.references import count_references, reference_table
+    from memlib.store import session_ends
+
+    h = planted(back=2, n_sessions=12)
+    n = int(h.cases.length[0])
+    E, session, user = h.embeddings, h.session[0, :n], h.cues[0, :n, 0] > 0.5
+    table = reference_table(E, session_ends(session), user)
+    rng = np.random.default_rng(3)
+    found = 0
+    for s in range(12):
+        held = np.sort(rng.choice(n, size=20, replace=False))
+        ask = np.flatnonzero((session == s) & user)
+        old = held[session[held] < s]
+        want = count_references(E[ask], session[ask], E[old], session[old])
+        got = table.session_counts(s, held)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+        found += want[0].sum()
+    assert found > 0  # some references were held
+
+
+def test_nested_histories_share_the_table_of_the_longest_and_a_cut_inside_a_session_does_not():
+    from memlib.cases import CaseSet
+    from memlib.references import reference_table
+    from memlib.store import held_after, session_ends
+    from memlib.studies.corpora import kept
+    from memlib.studies.defaults import policy_of
+    from memlib.value import LinearValue
+
+    h = planted(back=2, n_sessions=12)
+    n, per = int(h.cases.length[0]), 4
+    lengths = [n, 8 * per, 5 * per + 2]  # the whole history, one ending with session 7, one inside session 5
+    cs = h.cases
+    cases = CaseSet.from_haystacks(
+        [cs.factors[0, :m] for m in lengths], [cs.time[0, :m] for m in lengths], [0, 1, 2], [[2], [2], [2]]
+    )
+    nested = Corpus(
+        "nested", cases, np.repeat(h.cues, 3, 0), np.repeat(h.session, 3, 0), np.repeat(h.text_id, 3, 0),
+        h.embeddings, h.valence, np.repeat(h.questions, 3, 0), np.zeros(3),
+    )  # fmt: skip
+    assert [nested._longest_with_prefix(g) for g in range(3)] == [0, 0, 2]
+    for g, m in enumerate(lengths):
+        own = reference_table(h.embeddings[:m], session_ends(h.session[0, :m]), h.cues[0, :m, 0] > 0.5)
+        np.testing.assert_array_equal(nested.references(g).counts, own.counts)
+        np.testing.assert_array_equal(nested.references(g).asks, own.asks)
+    policy, value = policy_of("adaptive", value_scale=0.5), LinearValue(np.eye(7)[0])
+    masks = kept(nested, value, policy, 0.3)
+    for g, m in enumerate(lengths):  # each replayed alone, the table counted on its own
+        b = int(np.ceil(0.3 * m))
+        alone = held_after(nested.view(g, value), policy, nested.session[g, :m], [(m, b)]).held[0]
+        assert np.flatnonzero(masks[g]).tolist() == alone.tolist()

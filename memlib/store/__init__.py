@@ -110,7 +110,7 @@ from memlib.store.baselines import (
 from memlib.store.memory import MERGE_THRESHOLD, MemoryStore, count_tokens, to_days, valence
 from memlib.store.policies import POLICIES, AdaptivePolicy, PaperPolicy, ValuePolicy, make_policy
 from memlib.store.protocol import Policy
-from memlib.store.replay import Replayed, held_after, replay_history
+from memlib.store.replay import Replayed, held_after, replay_history, session_ends
 from memlib.store.retrieval import rank
 from memlib.store.state import StoreError
 from memlib.store.view import StoreView
@@ -136,6 +136,7 @@ __all__ = [
     "make_policy",
     "rank",
     "replay_history",
+    "session_ends",
     "to_days",
     "valence",
 ]

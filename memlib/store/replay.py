@@ -44,8 +44,8 @@ import numpy as np
 
 from memlib._checks import ParameterError, check_int
 from memlib.forgetting import forget_order
-from memlib.references import Need
-from memlib.store.forget import drops, references_since
+from memlib.references import Need, reference_table
+from memlib.store.forget import drops
 
 
 def replay_history(store, turns, budget: int | None = None, now_key: str = "time") -> int:
@@ -117,7 +117,7 @@ def session_ends(sessions) -> np.ndarray:
     return np.flatnonzero(np.r_[s[1:] != s[:-1], True]) + 1 if len(s) else np.zeros(0, np.int64)
 
 
-def held_after(view, policy, sessions, cuts) -> Replayed:
+def held_after(view, policy, sessions, cuts, references=None) -> Replayed:
     """Replay prefixes of one history in a bounded store, from a view that holds all its turns.
 
     Parameters
@@ -131,6 +131,13 @@ def held_after(view, policy, sessions, cuts) -> Replayed:
     cuts : sequence of (int, int)
         ``(n_turns, budget)``: replay the first ``n_turns`` turns (a session end, or 0),
         consolidating to ``budget`` items at each session end.
+    references : ReferenceTable, optional
+        For a policy that reads its user's references (:attr:`Policy.reads_need
+        <memlib.store.protocol.Policy.reads_need>`): the history's reference events
+        (:func:`memlib.references.reference_table`, or the :meth:`~memlib.references.ReferenceTable.prefix`
+        of a longer history's), counted once for every cut and every replay that reads them;
+        counted here when not given. Each consolidation sums them over the turns it holds, which
+        is what a store's consolidation counts (:func:`memlib.store.forget.references_since`).
 
     Returns
     -------
@@ -150,15 +157,22 @@ def held_after(view, policy, sessions, cuts) -> Replayed:
         return _held_by_one_order(view, policy, ends, cuts)
     time, ids = view.time, view.ids
     never_expires = bool(np.isinf(view.expires).all())
+    if policy.reads_need and references is None:
+        references = reference_table(view.embeddings, ends, view.user)
+    if policy.reads_need and references.counts.shape != (len(ends), len(view)):
+        raise ParameterError(
+            f"references must count the {len(ends)} sessions and {len(view)} turns of the history, "
+            f"got {references.counts.shape}"
+        )
     held_sets, peak = [], 0
     for n, budget in cuts:
         held, start, need = np.zeros(0, np.int64), 0, Need()
-        for end in ends[ends <= n]:
+        for s, end in enumerate(ends[ends <= n]):
             held = np.concatenate([held, np.arange(start, end)])
             now = float(time[end - 1])
+            if policy.reads_need:  # this session's user turns against the turns held before it, as the store counts
+                need = need.counted(*references.session_counts(s, held), int(ids[end - 1]) + 1)
             session = view.take(held, now, need=need)
-            if policy.reads_need:  # the references of this session's user turns, counted as the store counts them
-                session.need = need = references_since(session, int(ids[end - 1]) + 1)
             start = int(end)
             peak = max(peak, len(held))
             if never_expires and (len(held) <= budget or not policy.bounded):

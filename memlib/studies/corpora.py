@@ -23,7 +23,8 @@ from memlib.answers import answer_turns
 from memlib.cases import CaseSet
 from memlib.cues import STORE_CUES
 from memlib.metrics import keep_count
-from memlib.store import StoreView, held_after, rank
+from memlib.references import ReferenceTable, reference_table
+from memlib.store import StoreView, held_after, rank, session_ends
 from memlib.studies.data_spec import DataSpec
 
 #: Quick mode keeps at most this many questions of each corpus (of its first groups; RealMem's users ask ~140 each).
@@ -108,6 +109,43 @@ class Corpus:
             self.__dict__["_answer_turns"] = found
         return self.__dict__["_answer_turns"]
 
+    def references(self, g: int) -> ReferenceTable:
+        """Return the reference events of history ``g`` (:func:`memlib.references.reference_table`), counted once.
+
+        Histories nested in one another (RealMem's: each question's history is a prefix of its
+        user's later ones) share the table of the longest, which is counted once for all of them;
+        a replay of any policy or budget reads it (:func:`memlib.store.held_after`).
+        """
+        cache = self.__dict__.setdefault("_references", {})
+        if g not in cache:
+            n = int(self.cases.length[g])
+            longest = self._longest_with_prefix(g)
+            if longest not in cache:
+                m = int(self.cases.length[longest])
+                ends = session_ends(self.session[longest, :m])
+                user = self.cues[longest, :m, STORE_CUES.index("is_user")] > 0.5
+                cache[longest] = reference_table(self.embeddings[self.text_id[longest, :m]], ends, user)
+            ends = session_ends(self.session[g, :n])
+            cache[g] = cache[longest].prefix(len(ends), n)
+        return cache[g]
+
+    def _longest_with_prefix(self, g: int) -> int:
+        """Return the longest history that begins with history ``g``'s turns and sessions (``g`` if none).
+
+        Its session must end where ``g`` ends, so that the sessions ``g`` holds are whole in both.
+        """
+        lengths, n = self.cases.length, int(self.cases.length[g])
+        for h in np.argsort(-lengths, kind="stable"):
+            if lengths[h] <= n or n == 0:
+                break
+            if (
+                self.session[h, n] != self.session[h, n - 1]
+                and np.array_equal(self.text_id[h, :n], self.text_id[g, :n])
+                and np.array_equal(self.session[h, :n], self.session[g, :n])
+            ):
+                return int(h)
+        return g
+
     def shuffled_references(self, seed: int = 0) -> Corpus:
         """Return a placebo of the corpus: in each history, the user turns' texts shuffled among its user turns.
 
@@ -191,7 +229,8 @@ def kept(corpus: Corpus, value, policy, keep_fraction: float) -> np.ndarray:
     for g in range(G):
         n = int(corpus.cases.length[g])
         budget = int(keep_count([n], keep_fraction)[0])
-        held = held_after(corpus.view(g, value), policy, corpus.session[g, :n], [(n, budget)]).held[0]
+        refs = corpus.references(g) if policy.reads_need else None
+        held = held_after(corpus.view(g, value), policy, corpus.session[g, :n], [(n, budget)], refs).held[0]
         out[g, held] = True
     return out
 
