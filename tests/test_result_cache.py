@@ -179,3 +179,31 @@ def test_every_registered_study_is_cached_and_keeps_its_signature():
 
 def test_the_code_version_covers_every_memlib_source():
     assert len(_cache.code_version()) == 64
+
+
+def test_a_corpus_is_loaded_once_and_read_back_equal(tmp_path, monkeypatch, fake_model):
+    """Studies that read the same corpus the same way (defaults, need) annotate it once per run."""
+    from fixtures import write_longmemeval
+    from memlib import cues
+    from memlib.studies import corpora
+
+    monkeypatch.setenv("MEMLIB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("MEMLIB_RESULT_CACHE", raising=False)
+    path = write_longmemeval(tmp_path / "lme.json")
+    runs = []
+    compute = cues.compute_cues
+    monkeypatch.setattr(cues, "compute_cues", lambda *a, **k: runs.append(1) or compute(*a, **k))
+    first = corpora.load_corpus(DataSpec(str(path)))
+    again = corpora.load_corpus(str(path))  # the same data, named by its path
+    assert len(runs) == 1 and _cache.same(first, again) and again.cases.n_cases == 2
+    assert again.answers == ["chicken", "1:52"] and again.texts == first.texts
+    write_longmemeval(path, records_with_another_answer())  # other data: loaded again
+    assert corpora.load_corpus(str(path)).cases.n_cases == 2 and len(runs) == 2
+
+
+def records_with_another_answer():
+    from fixtures import longmemeval_records
+
+    records = longmemeval_records()
+    records[0]["answer"] = "salmon"
+    return records

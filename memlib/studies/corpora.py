@@ -25,6 +25,7 @@ from memlib.cues import STORE_CUES
 from memlib.metrics import keep_count
 from memlib.references import ReferenceTable, reference_table
 from memlib.store import StoreView, held_after, rank, session_ends
+from memlib.studies import _cache
 from memlib.studies.data_spec import DataSpec
 
 #: Quick mode keeps at most this many questions of each corpus (of its first groups; RealMem's users ask ~140 each).
@@ -176,14 +177,25 @@ class Corpus:
 
 
 def load_corpus(data: DataSpec | str, progress: bool = False) -> Corpus:
-    """Load the blind (paper) annotation of ``data``, its store cues, sessions, embeddings and valences."""
+    """Load the blind (paper) annotation of ``data``, its store cues, sessions, embeddings and valences.
+
+    Loaded once per data and code: every study that reads the same corpus the same way (the
+    defaults and need studies, ``python -m memlib defaults``) reads the first one's, from the
+    result cache (:mod:`._cache`, keyed as a study's result is, by the data files' content and
+    memlib's source).
+    """
+    data = DataSpec.of(data).reads("defaults", *READS)
+    if data.sample is not None:
+        check_int("sample", data.sample, minimum=2)  # a smaller dataset is used whole
+    return _load_once(data, progress)
+
+
+def _load(data: DataSpec, progress: bool = False) -> Corpus:
+    """:func:`load_corpus`, computed."""
     from memlib.cues import compute_cues
     from memlib.embeddings import embed_cached, embed_text_table
     from memlib.factors import emotion_features
 
-    data = DataSpec.of(data).reads("defaults", *READS)
-    if data.sample is not None:
-        check_int("sample", data.sample, minimum=2)  # a smaller dataset is used whole
     ds, anns = data.load(progress, regimes=("blind",))
     ann = anns["blind"]
     embedding = data.embedding_setting
@@ -215,6 +227,10 @@ def load_corpus(data: DataSpec | str, progress: bool = False) -> Corpus:
     if data.quick and corpus.cases.n_cases > QUICK_CASES:  # evenly spread, so a stream's later questions stay in
         corpus = corpus.subset(np.unique(np.linspace(0, corpus.cases.n_cases - 1, QUICK_CASES).astype(np.int64)))
     return corpus
+
+
+_cache.register(Corpus, CaseSet)
+_load_once = _cache.cached("corpus", _load)
 
 
 def kept(corpus: Corpus, value, policy, keep_fraction: float) -> np.ndarray:
