@@ -16,6 +16,7 @@ import numpy as np
 from memlib._checks import ParameterError, check_choice
 from memlib.cases import CaseSet
 from memlib.cues import POSITION_GROUP, ROLE_CUE, CueTable, compute_cues
+from memlib.studies import _cache
 from memlib.studies.data_spec import LOCOMO, DataSpec
 
 #: The cue models: every cue; every cue but the position group; and that with role products, by
@@ -108,11 +109,20 @@ def role_products(t: CueTable, role: str = ROLE_CUE) -> CueTable:
 
 
 def load_cue_data(data: DataSpec | str = LOCOMO, progress: bool = False) -> CueData:
-    """Load the blind (paper) annotation of ``data`` and its cues."""
+    """Load the blind (paper) annotation of ``data`` and its cues.
+
+    Loaded once per data and code: the cue, transfer and usage studies that read the same corpus
+    the same way read the first one's, from the result cache (:mod:`._cache`, keyed as a study's
+    result is); its ``info`` keeps the seconds the computation took.
+    """
+    return _load_once(DataSpec.of(data).reads("cues", *READS), progress)
+
+
+def _load(data: DataSpec, progress: bool = False) -> CueData:
+    """:func:`load_cue_data`, computed."""
     import time
 
     t0 = time.perf_counter()
-    data = DataSpec.of(data).reads("cues", *READS)
     ds, anns = data.load(progress, regimes=("blind",))
     ann = anns["blind"]
     embedding = data.embedding_setting
@@ -133,5 +143,8 @@ def load_cue_data(data: DataSpec | str = LOCOMO, progress: bool = False) -> CueD
     }
     return out
 
+
+_cache.register(CueData, CueTable, CaseSet)
+_load_once = _cache.cached("cue-data", _load)
 
 __all__ = ["CUE_MODELS", "READS", "CueData", "load_cue_data", "role_products"]
