@@ -211,3 +211,19 @@ def test_explain_shows_the_need_term_beside_the_value_and_they_make_up_the_forge
     plain = MemoryStore(weights=np.eye(7)[0], policy=make_policy("value"), merge_threshold=None)
     replay_history(plain, recent_need_history(n_sessions=4), budget=8)
     assert "need_term" not in plain.explain(plain.ids[0])
+
+
+def test_a_batch_history_normalises_its_values_once_and_every_taken_view_reads_the_same():
+    from memlib.store import StoreView
+    from memlib.value import LinearValue, load_defaults
+
+    rng = np.random.default_rng(4)
+    n = 50
+    for value in (load_defaults()["value"], LinearValue(rng.uniform(0, 1, 7))):
+        view = StoreView.of_history(
+            value, time=np.arange(n, dtype=float), embeddings=np.eye(384)[:n], factors=rng.random((n, 7)),
+            cues=rng.random((n, 11)), valence=np.zeros(n),
+        )  # fmt: skip
+        part = view.take(np.sort(rng.choice(n, 17, replace=False)), now=float(n))
+        np.testing.assert_array_equal(part.normalised_values(), value.normalise(part.values()))
+        assert part.normalised_values().min() >= 0 and part.normalised_values().max() <= 1

@@ -84,13 +84,15 @@ class StoreView:
     values : ndarray, optional
         The value of every item of ``source``, when it is fixed (a batch history): computed
         once, read by every view taken from it.
+    normalised : ndarray, optional
+        ``value.normalise(values)``, likewise (``V-bar`` is a function of each value alone).
     """
 
-    __slots__ = ("_source", "_index", "_values", "value", "now", "need")
+    __slots__ = ("_source", "_index", "_values", "_normalised", "value", "now", "need")
 
-    def __init__(self, source, value, index=None, now: float | None = None, values=None, need=None):
+    def __init__(self, source, value, index=None, now: float | None = None, values=None, need=None, normalised=None):
         self._source, self.value, self._index, self.now, self._values = source, value, index, now, values
-        self.need = need
+        self.need, self._normalised = need, normalised
 
     @classmethod
     def of_history(
@@ -132,7 +134,8 @@ class StoreView:
         if data["embeddings"].shape[1:] != (DIM,) or data["cues"].shape[1:] != (len(STORE_CUES),):
             raise ParameterError(f"embeddings must be (n, {DIM}) and cues (n, {len(STORE_CUES)})")
         base = cls(ItemArrays(data), value)
-        return cls(base._source, value, values=np.asarray(value.score(base)))
+        values = np.asarray(value.score(base))
+        return cls(base._source, value, values=values, normalised=np.asarray(value.normalise(values)))
 
     def __len__(self) -> int:
         return self._source.n if self._index is None else len(self._index)
@@ -146,7 +149,8 @@ class StoreView:
         keep = np.asarray(keep, dtype=np.int64)
         index = keep if self._index is None else self._index[keep]
         now = self.now if now is None else float(now)
-        return StoreView(self._source, self.value, index, now, self._values, self.need if need is None else need)
+        need = self.need if need is None else need
+        return StoreView(self._source, self.value, index, now, self._values, need, self._normalised)
 
     @property
     def positions(self) -> np.ndarray:
@@ -204,6 +208,8 @@ class StoreView:
 
     def normalised_values(self) -> np.ndarray:
         """``V-bar`` in [0, 1] of every item (:meth:`memlib.value.Value.normalise`)."""
+        if self._normalised is not None:
+            return self._normalised if self._index is None else self._normalised[self._index]
         return self.value.normalise(self.values())
 
     def similarity(self, query_vec) -> np.ndarray:
