@@ -12,8 +12,12 @@ import pytest
 
 from memlib import ParameterError
 from memlib.store import MemoryStore, StoreError
+from memlib.store.policies import default_policy
 from test_store import assert_same_snapshot, filled_store, snapshot, unit
 from test_store_durable import fork, kill_after, needs_fork, read_line
+
+#: The class of the store's default policy (memlib/defaults.json says which).
+DEFAULT_POLICY = type(default_policy()).__name__
 
 
 @pytest.mark.parametrize(
@@ -92,8 +96,8 @@ def _set(key, value):
 @pytest.mark.parametrize(
     "change, message",
     [
-        (_set("policy_config", {"beta": "high"}), "policy_config .* does not build a ValuePolicy"),
-        (_set("policy_config", {"nope": 1}), "policy_config .* does not build a ValuePolicy"),
+        (_set("policy_config", {"beta": "high"}), f"policy_config .* does not build a {DEFAULT_POLICY}"),
+        (_set("policy_config", {"nope": 1}), f"policy_config .* does not build a {DEFAULT_POLICY}"),
         (_set("policy_config", ["beta"]), "policy_config must be a mapping"),
         (_set("policy", ["ValuePolicy"]), "the policy name must be a string"),
         (_set("policy", "LRUPolicy"), "unknown policy 'LRUPolicy'; pass policy= to open it"),

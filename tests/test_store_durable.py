@@ -13,7 +13,11 @@ import pytest
 
 from memlib import ParameterError
 from memlib.store import MemoryStore, StoreError, make_policy
+from memlib.store.policies import default_policy
 from test_store import near, unit
+
+#: The class of the store's default policy (memlib/defaults.json says which).
+DEFAULT_POLICY = type(default_policy()).__name__
 
 needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="kills a forked child process")
 
@@ -378,8 +382,11 @@ def test_files_that_are_not_stores_are_refused_with_the_file_named(tmp_path):
 @pytest.mark.parametrize(
     "sql, message",
     [
-        ("UPDATE meta SET value = '{\"beta\": \"x\"}' WHERE key = 'policy_config'", "does not build a ValuePolicy"),
-        ("UPDATE meta SET value = '{\"nope\": 1}' WHERE key = 'policy_config'", "does not build a ValuePolicy"),
+        (
+            "UPDATE meta SET value = '{\"beta\": \"x\"}' WHERE key = 'policy_config'",
+            f"does not build a {DEFAULT_POLICY}",
+        ),
+        ("UPDATE meta SET value = '{\"nope\": 1}' WHERE key = 'policy_config'", f"does not build a {DEFAULT_POLICY}"),
         ("UPDATE meta SET value = '42' WHERE key = 'policy'", "the policy name must be a string"),
         ("UPDATE meta SET value = '[1, 2]' WHERE key = 'weights'", "weights must be 7 finite numbers"),
         ("UPDATE meta SET value = '\"seven\"' WHERE key = 'next_id'", "next_id must be an integer"),
