@@ -85,10 +85,19 @@ def count_references(E_new, period_new, E_held, period_held, threshold: float = 
     if not len(period_new) or not len(period_held):
         return np.zeros(N_BINS), np.zeros(N_BINS)
     bins = lag_bins(period_new[:, None] - period_held[None, :])
-    # one thread (einsum): a threaded BLAS product stalls for milliseconds on a busy machine
-    cos = np.einsum("id,jd->ij", np.asarray(E_new, dtype=np.float32), np.asarray(E_held, dtype=np.float32))
-    refs = np.bincount(bins[cos >= threshold], minlength=N_BINS).astype(np.float64)
+    refs = np.bincount(bins[refers(E_new, E_held, threshold)], minlength=N_BINS).astype(np.float64)
     return refs, np.bincount(bins.ravel(), minlength=N_BINS).astype(np.float64)
+
+
+def refers(E_new, E_held, threshold: float = THRESHOLD) -> np.ndarray:
+    """Whether each new turn refers to each held turn: their cosine is at least ``threshold``, shape (m, n).
+
+    The one comparison behind :func:`count_references` and :func:`reference_table`: float32
+    products on one thread (einsum: a threaded BLAS product stalls for milliseconds on a busy
+    machine), each product computed alike whatever else is compared beside it.
+    """
+    cos = np.einsum("id,jd->ij", np.asarray(E_new, dtype=np.float32), np.asarray(E_held, dtype=np.float32))
+    return cos >= threshold
 
 
 @dataclass(frozen=True)
@@ -145,7 +154,7 @@ def reference_table(E, ends, user, threshold: float = THRESHOLD) -> ReferenceTab
     user : array_like of bool, shape (n,)
         Whether each turn is a user's.
     threshold : float
-        As :func:`count_references`, whose products this repeats element for element.
+        As :func:`count_references`; both compare by :func:`refers`.
 
     >>> E = np.eye(4)[[0, 1, 0]]
     >>> t = reference_table(E, [1, 2, 3], [True, True, True], threshold=0.9)
@@ -160,9 +169,8 @@ def reference_table(E, ends, user, threshold: float = THRESHOLD) -> ReferenceTab
     for s, (a, b) in enumerate(zip(starts, ends)):
         ask = a + np.flatnonzero(user[a:b])
         asks[s] = len(ask)
-        if len(ask) and a:  # as count_references computes each product (one thread, float32)
-            cos = np.einsum("id,jd->ij", E[ask], E[:a])
-            counts[s, :a] = (cos >= threshold).sum(axis=0)
+        if len(ask) and a:
+            counts[s, :a] = refers(E[ask], E[:a], threshold).sum(axis=0)
     session = np.repeat(np.arange(len(ends), dtype=np.int64), np.diff(np.r_[0, ends]))
     return ReferenceTable(counts, asks, session)
 
@@ -291,5 +299,6 @@ __all__ = [
     "count_references",
     "lag_bins",
     "reference_table",
+    "refers",
     "session_loglik",
 ]

@@ -136,8 +136,10 @@ class Corpus:
         Its session must end where ``g`` ends, so that the sessions ``g`` holds are whole in both.
         """
         lengths, n = self.cases.length, int(self.cases.length[g])
+        if n == 0:
+            return g
         for h in np.argsort(-lengths, kind="stable"):
-            if lengths[h] <= n or n == 0:
+            if lengths[h] <= n:
                 break
             if (
                 self.session[h, n] != self.session[h, n - 1]
