@@ -18,6 +18,8 @@ array([ True, False,  True])
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from memlib._checks import ParameterError, check_int, check_positive
@@ -45,7 +47,7 @@ def forget_score(age_days, retrievals, value, beta: float = 1.0) -> np.ndarray:
     r = np.asarray(retrievals, dtype=float)
     v = np.asarray(value, dtype=float)
     for name, arr in (("age_days", age), ("retrievals", r), ("value", v)):
-        if np.any(~np.isfinite(arr)) or np.any(arr < 0):
+        if arr.size and not (arr.min() >= 0 and np.isfinite(arr.max())):  # a NaN fails the first test
             raise ParameterError(f"{name} must be finite and >= 0")
     return age**RECENCY_EXPONENT / (1.0 + r) / (1.0 + beta * v)
 
@@ -99,7 +101,27 @@ def drop_to_budget(forget_scores, budget: int) -> np.ndarray:
     return ~drop
 
 
-def _budget_excess(eligible, budget, tokens, budget_tokens, pinned, count_pinned):
+class BudgetNeed(NamedTuple):
+    """What a consolidation's budgets need before any score is read (:func:`budget_need`)."""
+
+    #: Positions of the candidates (eligible, not pinned), in time order.
+    cand: np.ndarray
+    #: How many items over the item budget (0 or less: none).
+    excess: int
+    #: Whether the tokens held exceed the token budget.
+    over_tokens: bool
+    #: Tokens held (None without a token budget).
+    held: int | None
+    #: Tokens of each item (None without a token budget).
+    tokens: np.ndarray | None
+
+    @property
+    def any(self) -> bool:
+        """Whether anything must go."""
+        return self.excess > 0 or self.over_tokens
+
+
+def budget_need(eligible, budget, tokens, budget_tokens, pinned, count_pinned) -> BudgetNeed:
     """Candidates, the items over ``budget`` and the tokens held: the part of the rule that needs no score."""
     eligible = np.asarray(eligible, dtype=bool)
     n = eligible.shape[0]
@@ -124,7 +146,7 @@ def _budget_excess(eligible, budget, tokens, budget_tokens, pinned, count_pinned
             raise ParameterError(f"tokens must have shape ({n},), got {tok.shape}")
         held = int(tok[cand].sum()) + (int(tok[fixed].sum()) if count_pinned else 0)
     over_tokens = held is not None and held > budget_tokens
-    return cand, excess, over_tokens, held, tok
+    return BudgetNeed(cand, excess, over_tokens, held, tok)
 
 
 def over_budget(eligible, budget=None, *, tokens=None, budget_tokens=None, pinned=None, count_pinned=False) -> bool:
@@ -145,8 +167,7 @@ def over_budget(eligible, budget=None, *, tokens=None, budget_tokens=None, pinne
     >>> over_budget([True, True, False], budget=2), over_budget([True, True, True], budget=2)
     (False, True)
     """
-    _, excess, over_tokens, _, _ = _budget_excess(eligible, budget, tokens, budget_tokens, pinned, count_pinned)
-    return excess > 0 or over_tokens
+    return budget_need(eligible, budget, tokens, budget_tokens, pinned, count_pinned).any
 
 
 def consolidation_drops(
@@ -208,7 +229,18 @@ def consolidation_drops(
     eligible = np.ones(n, bool) if eligible is None else eligible
     if np.shape(eligible) != s.shape:
         raise ParameterError(f"scores must have one value per item, got {n} for {np.size(eligible)} items")
-    cand, excess, over_tokens, held, tok = _budget_excess(eligible, budget, tokens, budget_tokens, pinned, count_pinned)
+    return select_drops(s, budget_need(eligible, budget, tokens, budget_tokens, pinned, count_pinned), budget_tokens)
+
+
+def select_drops(scores: np.ndarray, need: BudgetNeed, budget_tokens=None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`consolidation_drops` given what its budgets need (:func:`budget_need`): the selection by score.
+
+    A caller that has already asked whether anything must go (:func:`memlib.store.forget.drops`)
+    passes that answer instead of having it computed twice.
+    """
+    s = scores
+    n = s.shape[0]
+    cand, excess, over_tokens, held, tok = need
     nan = cand[np.isnan(s[cand])]
     if len(nan):  # a NaN sorts nowhere: the item would never be forgotten
         raise ParameterError(f"scores must be numbers: item {int(nan[0])} has a NaN forget score ({len(nan)} in all)")

@@ -31,8 +31,9 @@ from types import SimpleNamespace
 import numpy as np
 
 from memlib import FACTORS
+from memlib._checks import ParameterError
 from memlib.cues import join_store_cues
-from memlib.forgetting import consolidation_drops, forget_order, over_budget
+from memlib.forgetting import budget_need, forget_order, select_drops
 from memlib.store.annotate import GOAL, goal_plan
 from memlib.store.backend import Change
 from memlib.value import encoding_tier
@@ -119,17 +120,21 @@ def drops(view, policy, now: float, budget=None, budget_tokens=None, count_pinne
     """
     n = len(view)
     expired = view.expires <= now if n else np.zeros(0, bool)
-    rule = {  # the selection among the unexpired items (an unbounded policy has no budget)
-        "budget": budget if policy.bounded else None,
-        "budget_tokens": budget_tokens if policy.bounded else None,
-        "tokens": view.tokens,
-        "eligible": ~expired,
-        "pinned": view.pinned.astype(bool),
-        "count_pinned": count_pinned,
-    }
-    need = bool(expired.any()) or over_budget(**rule)
-    scores = np.asarray(policy.forget_scores(view, now), float) if need and n else np.zeros(n)
-    dropped, order = consolidation_drops(scores, **rule)
+    budget_tokens = budget_tokens if policy.bounded else None  # an unbounded policy has no budget
+    wanted = budget_need(  # the selection among the unexpired items
+        ~expired,
+        budget if policy.bounded else None,
+        view.tokens if budget_tokens is not None else None,
+        budget_tokens,
+        view.pinned.astype(bool),
+        count_pinned,
+    )
+    if not n or not (wanted.any or expired.any()):
+        return np.zeros(n), expired, expired.copy(), wanted.cand[:0]
+    scores = np.asarray(policy.forget_scores(view, now), float)
+    if scores.shape != (n,):
+        raise ParameterError(f"the policy must give one forget score per item, got shape {scores.shape} for {n} items")
+    dropped, order = select_drops(scores, wanted, budget_tokens)
     return scores, expired, expired | dropped, order
 
 

@@ -99,7 +99,7 @@ class ValuePolicy(Policy):
         """Return eq. 3's forget score of each item, or minus ``V-bar`` with ``keep_top_value``."""
         if self.keep_top_value:
             return rule_forget_scores("value", None, None, value_bar=view.normalised_values())
-        v = view.value.eq3_value(view.values())  # the paper's V, or V-bar for a signed (cue) value
+        v = view.eq3_values()  # the paper's V, or V-bar for a signed (cue) value
         return rule_forget_scores("eq3", np.maximum(now - view.time, 0.0), view.retrievals, value=v, beta=self.beta)
 
     def retrieval_scores(self, view, query_vec, query_valence, now):

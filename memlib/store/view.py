@@ -212,6 +212,13 @@ class StoreView:
             return self._normalised if self._index is None else self._normalised[self._index]
         return self.value.normalise(self.values())
 
+    def eq3_values(self) -> np.ndarray:
+        """Return the value eq. 3 reads (:meth:`memlib.value.Value.eq3_value`): ``V``, or ``V-bar`` if signed.
+
+        Read from :meth:`normalised_values`, so a replay's views normalise once per history.
+        """
+        return self.normalised_values() if self.value.signed else self.values()
+
     def similarity(self, query_vec) -> np.ndarray:
         """``(1 + cos) / 2`` between a unit query vector and every item (float32 products)."""
         cos = matvec(self.embeddings, np.asarray(query_vec, dtype=np.float32))
