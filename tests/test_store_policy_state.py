@@ -156,3 +156,23 @@ def test_a_tampered_state_field_names_the_file_and_the_field(tmp_path):
     np.savez(tmp_path / "bad.npz", **arrays)
     with pytest.raises(StoreError, match=r"bad.npz: the item field state_strength has shape \(2,\), expected \(4,\)"):
         MemoryStore.load(tmp_path / "bad.npz", policy=Strength())
+
+
+class OneScoreShort(Policy):
+    """A policy that gives one forget score too few."""
+
+    name = "one_short"
+
+    def forget_scores(self, view, now):
+        return np.zeros(len(view) - 1)
+
+
+def test_a_policy_that_gives_the_wrong_number_of_forget_scores_is_refused_and_nothing_goes():
+    st = MemoryStore(policy=OneScoreShort())
+    for i in range(3):
+        st.add(f"fact {i}", time=float(i), embedding=unit(i))
+    with pytest.raises(ParameterError, match=r"one forget score per item, got shape \(2,\) for 3 items"):
+        st.consolidate(1)
+    assert st.ids == [0, 1, 2]
+    st.consolidate(3)  # within its budget the policy is never asked
+    assert st.ids == [0, 1, 2]
