@@ -83,7 +83,9 @@ def main() -> None:
         a, b = recall_with_and_without(h, value, masks, policy, args.k)
         ok = ~np.isnan(a)
         for label, x in (("with echo rule", a), ("without", b), ("difference", a - b)):
-            rows.append(pd.DataFrame({"dataset": held_out, "config": label, "value": x[ok], "group": h.cases.groups[ok]}))
+            rows.append(
+                pd.DataFrame({"dataset": held_out, "config": label, "value": x[ok], "group": h.cases.groups[ok]})
+            )
     table = grouped_summary(pd.concat(rows, ignore_index=True), ["dataset", "config"], 1000, 0)
     changed = {
         d: int((r["value"] != 0).sum()) for d, r in pd.concat(rows).query("config == 'difference'").groupby("dataset")
