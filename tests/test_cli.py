@@ -44,8 +44,9 @@ def test_main_job_runs_every_study_with_its_chapters_parameters():
         assert [[name for name, _, _ in st] for st in stages[:2]] == [["factors"], ["paper"]]  # embedding first
         compared = {study for name, study, o in runs if name != study and "--factor-set" not in o}
         assert compared == set(COMPARED)
-        by_set = {(study, o[1]) for name, study, o in runs if "--factor-set" in o}
+        by_set = {(study, o[1]) for name, study, o in runs if "--factor-set" in o and name != study}
         assert by_set == {(s, fs) for s in BY_FACTOR_SET for fs in ("extended", "released")}
+        assert dict((n, o) for n, _, o in runs)["oracle-blind"] == ["--factor-set", "all"]  # chapter 03's spec
         assert any("--sample" in o for _, _, o in runs) != paper
     # the chapters' sample parameters hold the main job's sample, so the book reads its cached results
     notebooks = Path(__file__).resolve().parent.parent / "notebooks"

@@ -171,6 +171,19 @@ def test_the_cache_can_be_turned_off(counted, monkeypatch):
     assert len(calls) == 2
 
 
+def test_where_every_result_is_expected_cached_a_miss_is_an_error_that_names_the_study(counted, monkeypatch):
+    study, calls, data = counted
+    study.run(str(data))
+    monkeypatch.setenv("MEMLIB_EXPECT_CACHED", "1")  # what make sets while it builds the book after the main job
+    study.run(str(data))  # cached: served
+    with pytest.raises(_cache.NotCached, match=r"^toy: no cached result for these parameters \([0-9a-f]{32}\.npz\)"):
+        study.run(str(data), seed=1)
+    assert len(calls) == 1  # nothing computed
+    monkeypatch.setenv("MEMLIB_EXPECT_CACHED", "0")
+    study.run(str(data), seed=1)
+    assert len(calls) == 2
+
+
 def test_every_registered_study_is_cached_and_keeps_its_signature():
     for study in STUDIES.values():
         assert study.run.uncached is not study.run

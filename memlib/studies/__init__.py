@@ -217,6 +217,7 @@ def main_job(paper: bool = False) -> list[list[tuple[str, str, list[str]]]]:
     """
     sample = [] if paper else ["--sample", str(MAIN_SAMPLE)]
     special = {
+        "oracle-blind": ["--factor-set", "all"],  # chapter 03 shows every factor set of LoCoMo
         "paper": sample,
         "released": sample,
         "defaults": sample,

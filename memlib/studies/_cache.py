@@ -36,7 +36,8 @@ codec cannot store simply runs uncached.
 
 The cache lives in ``memlib._cachefiles.cache_root() / "results"``, at most
 :data:`MAX_ENTRIES` results per study (older ones are pruned, and only files named as this
-cache names them); ``MEMLIB_RESULT_CACHE=0`` turns it off.
+cache names them); ``MEMLIB_RESULT_CACHE=0`` turns it off. With ``MEMLIB_EXPECT_CACHED=1`` a
+result that is not cached is an error (:class:`NotCached`) instead of a computation.
 """
 
 from __future__ import annotations
@@ -83,6 +84,20 @@ ENTRY_NAME = re.compile(r"[0-9a-f]{32}\.npz")
 def enabled() -> bool:
     """Return False when ``$MEMLIB_RESULT_CACHE`` is ``0``, ``false`` or ``off``."""
     return os.environ.get("MEMLIB_RESULT_CACHE", "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+def expect_cached() -> bool:
+    """Whether a result that is not cached is an error (``$MEMLIB_EXPECT_CACHED`` is ``1``).
+
+    ``make`` sets it while it builds the book after the main job, so that a chapter whose
+    parameters no run of the main job shares fails the build by name instead of computing its
+    study again unseen.
+    """
+    return os.environ.get("MEMLIB_EXPECT_CACHED", "").strip().lower() in ("1", "true", "on", "yes")
+
+
+class NotCached(RuntimeError):
+    """A result was not cached where ``$MEMLIB_EXPECT_CACHED`` says every result is."""
 
 
 def folder() -> Path:
@@ -272,6 +287,11 @@ def cached(name: str, func, corpora: tuple = ()):
                 return load(path)
             except Exception as exc:  # a damaged or foreign entry is set aside and recomputed, never fatal
                 set_aside(path, exc)
+        if expect_cached():
+            raise NotCached(
+                f"{name}: no cached result for these parameters ({path.name}), and $MEMLIB_EXPECT_CACHED is set: "
+                "the main job (memlib.studies.main_job) ran no study that reads them so"
+            )
         result = func(*args, **kwargs)
         try:
             save(path, result)
