@@ -227,3 +227,28 @@ def test_a_batch_history_normalises_its_values_once_and_every_taken_view_reads_t
         part = view.take(np.sort(rng.choice(n, 17, replace=False)), now=float(n))
         np.testing.assert_array_equal(part.normalised_values(), value.normalise(part.values()))
         assert part.normalised_values().min() >= 0 and part.normalised_values().max() <= 1
+
+
+@pytest.mark.parametrize("name", sorted(POLICY_VARIANTS))
+def test_a_consolidation_by_count_drops_what_the_full_rule_drops(name):
+    """budget_drops (a replay's consolidation: no expiry, no pin, no token budget) is drops, asked less."""
+    from memlib.store.forget import budget_drops, drops
+
+    rng = np.random.default_rng(7)
+    n = 40
+    view = StoreView.of_history(
+        LinearValue(rng.uniform(0, 1, 7)),
+        time=np.sort(rng.integers(0, 9, n)).astype(float),
+        embeddings=np.eye(384)[rng.integers(0, 5, n)],
+        factors=rng.random((n, 7)).round(1),
+        cues=rng.random((n, 11)),
+        valence=np.zeros(n),
+    )  # fmt: skip  (few distinct times and embeddings: ties the older-first rule must break)
+    policy = POLICY_VARIANTS[name]()
+    if policy.item_state:
+        pytest.skip("a batch history holds no per-item state (a store replays this policy)")
+    for budget in (0, 1, 13, 39, 40, 55):
+        part = view.take(np.sort(rng.choice(n, 30, replace=False)), now=10.0)
+        got = budget_drops(part, policy, 10.0, budget)
+        assert got.tolist() == drops(part, policy, 10.0, budget)[2].tolist()
+        assert got.sum() == (max(30 - budget, 0) if policy.bounded else 0)

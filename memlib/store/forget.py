@@ -33,7 +33,7 @@ import numpy as np
 from memlib import FACTORS
 from memlib._checks import ParameterError
 from memlib.cues import join_store_cues
-from memlib.forgetting import budget_need, forget_order, select_drops
+from memlib.forgetting import BudgetNeed, budget_need, forget_order, select_drops
 from memlib.store.annotate import GOAL, goal_plan
 from memlib.store.backend import Change
 from memlib.value import encoding_tier
@@ -131,11 +131,32 @@ def drops(view, policy, now: float, budget=None, budget_tokens=None, count_pinne
     )
     if not n or not (wanted.any or expired.any()):
         return np.zeros(n), expired, expired.copy(), wanted.cand[:0]
+    scores = _scores(view, policy, now)
+    dropped, order = select_drops(scores, wanted, budget_tokens)
+    return scores, expired, expired | dropped, order
+
+
+def budget_drops(view, policy, now: float, budget: int) -> np.ndarray:
+    """:func:`drops` of a view in which nothing expires or is pinned, under an item budget alone: the items that go.
+
+    The same selection (:func:`memlib.forgetting.select_drops`), without asking the
+    expiry, pins and tokens a replay of a batch history knows to be absent
+    (:func:`memlib.store.replay.held_after` calls it at every consolidation).
+    """
+    n = len(view)
+    wanted = BudgetNeed(np.arange(n), n - budget if policy.bounded else 0, False, None, None)
+    if not wanted.any:
+        return np.zeros(n, bool)
+    return select_drops(_scores(view, policy, now), wanted)[0]
+
+
+def _scores(view, policy, now: float) -> np.ndarray:
+    """Return the policy's forget score of each item of ``view``, refused unless there is one per item."""
+    n = len(view)
     scores = np.asarray(policy.forget_scores(view, now), float)
     if scores.shape != (n,):
         raise ParameterError(f"the policy must give one forget score per item, got shape {scores.shape} for {n} items")
-    dropped, order = select_drops(scores, wanted, budget_tokens)
-    return scores, expired, expired | dropped, order
+    return scores
 
 
 def plan(store, data, budget, budget_tokens, now: float, count_pinned: bool) -> dict:

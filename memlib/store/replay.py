@@ -45,7 +45,7 @@ import numpy as np
 from memlib._checks import ParameterError, check_int
 from memlib.forgetting import forget_order
 from memlib.references import Need, reference_table
-from memlib.store.forget import drops
+from memlib.store.forget import budget_drops, drops
 
 
 def replay_history(store, turns, budget: int | None = None, now_key: str = "time") -> int:
@@ -157,6 +157,7 @@ def held_after(view, policy, sessions, cuts, references=None) -> Replayed:
         return _held_by_one_order(view, policy, ends, cuts)
     time, ids = view.time, view.ids
     never_expires = bool(np.isinf(view.expires).all())
+    by_count = never_expires and policy.bounded and not view.pinned.any()  # an item budget alone decides
     if policy.reads_need and references is None:
         references = reference_table(view.embeddings, ends, view.user)
     if policy.reads_need and references.counts.shape != (len(ends), len(view)):
@@ -177,7 +178,8 @@ def held_after(view, policy, sessions, cuts, references=None) -> Replayed:
             peak = max(peak, len(held))
             if never_expires and (len(held) <= budget or not policy.bounded):
                 continue  # nothing expires and no budget is exceeded: nothing goes (drops would find nothing)
-            held = held[~drops(session, policy, now, budget)[2]]
+            gone = budget_drops(session, policy, now, budget) if by_count else drops(session, policy, now, budget)[2]
+            held = held[~gone]
         held_sets.append(held)
     return Replayed(held_sets, peak)
 
