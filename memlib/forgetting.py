@@ -114,6 +114,8 @@ class BudgetNeed(NamedTuple):
     held: int | None
     #: Tokens of each item (None without a token budget).
     tokens: np.ndarray | None
+    #: The token budget (None: none).
+    budget_tokens: int | None = None
 
     @property
     def any(self) -> bool:
@@ -146,7 +148,7 @@ def budget_need(eligible, budget, tokens, budget_tokens, pinned, count_pinned) -
             raise ParameterError(f"tokens must have shape ({n},), got {tok.shape}")
         held = int(tok[cand].sum()) + (int(tok[fixed].sum()) if count_pinned else 0)
     over_tokens = held is not None and held > budget_tokens
-    return BudgetNeed(cand, excess, over_tokens, held, tok)
+    return BudgetNeed(cand, excess, over_tokens, held, tok, budget_tokens)
 
 
 def over_budget(eligible, budget=None, *, tokens=None, budget_tokens=None, pinned=None, count_pinned=False) -> bool:
@@ -229,10 +231,10 @@ def consolidation_drops(
     eligible = np.ones(n, bool) if eligible is None else eligible
     if np.shape(eligible) != s.shape:
         raise ParameterError(f"scores must have one value per item, got {n} for {np.size(eligible)} items")
-    return select_drops(s, budget_need(eligible, budget, tokens, budget_tokens, pinned, count_pinned), budget_tokens)
+    return select_drops(s, budget_need(eligible, budget, tokens, budget_tokens, pinned, count_pinned))
 
 
-def select_drops(scores: np.ndarray, need: BudgetNeed, budget_tokens=None) -> tuple[np.ndarray, np.ndarray]:
+def select_drops(scores: np.ndarray, need: BudgetNeed) -> tuple[np.ndarray, np.ndarray]:
     """:func:`consolidation_drops` given what its budgets need (:func:`budget_need`): the selection by score.
 
     A caller that has already asked whether anything must go (:func:`memlib.store.forget.drops`)
@@ -240,7 +242,7 @@ def select_drops(scores: np.ndarray, need: BudgetNeed, budget_tokens=None) -> tu
     """
     s = scores
     n = s.shape[0]
-    cand, excess, over_tokens, held, tok = need
+    cand, excess, over_tokens, held, tok, budget_tokens = need
     nan = cand[np.isnan(s[cand])]
     if len(nan):  # a NaN sorts nowhere: the item would never be forgotten
         raise ParameterError(f"scores must be numbers: item {int(nan[0])} has a NaN forget score ({len(nan)} in all)")

@@ -57,6 +57,8 @@ def test_main_job_runs_every_study_with_its_chapters_parameters():
         ):
             found += 1
             assert m.group(1) == str(MAIN_SAMPLE), (path.name, m.group(0))
+            # make paper runs these studies on every history (main_job(paper=True)): the chapter must read them so
+            assert 'os.environ.get("MEMLIB_PAPER") == "1"' in path.read_text(), path.name
     assert found >= 6
 
 

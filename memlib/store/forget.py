@@ -31,7 +31,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from memlib import FACTORS
-from memlib._checks import ParameterError
+from memlib._checks import ParameterError, check_int
 from memlib.cues import join_store_cues
 from memlib.forgetting import BudgetNeed, budget_need, forget_order, select_drops
 from memlib.store.annotate import GOAL, goal_plan
@@ -132,7 +132,7 @@ def drops(view, policy, now: float, budget=None, budget_tokens=None, count_pinne
     if not n or not (wanted.any or expired.any()):
         return np.zeros(n), expired, expired.copy(), wanted.cand[:0]
     scores = _scores(view, policy, now)
-    dropped, order = select_drops(scores, wanted, budget_tokens)
+    dropped, order = select_drops(scores, wanted)
     return scores, expired, expired | dropped, order
 
 
@@ -144,6 +144,7 @@ def budget_drops(view, policy, now: float, budget: int) -> np.ndarray:
     (:func:`memlib.store.replay.held_after` calls it at every consolidation).
     """
     n = len(view)
+    budget = check_int("budget", budget, minimum=0)
     wanted = BudgetNeed(np.arange(n), n - budget if policy.bounded else 0, False, None, None)
     if not wanted.any:
         return np.zeros(n, bool)

@@ -290,7 +290,7 @@ def cached(name: str, func, corpora: tuple = ()):
         if expect_cached():
             raise NotCached(
                 f"{name}: no cached result for these parameters ({path.name}), and $MEMLIB_EXPECT_CACHED is set: "
-                "the main job (memlib.studies.main_job) ran no study that reads them so"
+                "the main job (memlib.studies.main_job) did not compute it with them"
             )
         result = func(*args, **kwargs)
         try:
