@@ -146,9 +146,14 @@ class Value(Protocol):
         """``V-bar`` of each memory: :meth:`normalise` of :meth:`score`."""
         return self.normalise(self.score(x))
 
-    def eq3_value(self, v) -> np.ndarray:
-        """Return the value eq. 3 reads (:func:`~memlib.forgetting.forget_score`): ``V``, or ``V-bar`` if signed."""
-        return self.normalise(v) if self.signed else np.asarray(v)
+    def eq3_value(self, v, v_bar=None) -> np.ndarray:
+        """Return the value eq. 3 reads (:func:`~memlib.forgetting.forget_score`): ``V``, or ``V-bar`` if signed.
+
+        ``v_bar``: ``V-bar`` of ``v`` when the caller holds it already (a replay's view), else computed.
+        """
+        if not self.signed:
+            return np.asarray(v)
+        return self.normalise(v) if v_bar is None else v_bar
 
     def __call__(self, x) -> np.ndarray:
         """Return the value of each memory (:meth:`score`)."""

@@ -208,16 +208,18 @@ class StoreView:
 
     def normalised_values(self) -> np.ndarray:
         """``V-bar`` in [0, 1] of every item (:meth:`memlib.value.Value.normalise`)."""
-        if self._normalised is not None:
-            return self._normalised if self._index is None else self._normalised[self._index]
-        return self.value.normalise(self.values())
+        held = self._held_normalised()
+        return self.value.normalise(self.values()) if held is None else held
+
+    def _held_normalised(self):
+        """``V-bar`` of every item if the view holds it (a batch history's, normalised once), else None."""
+        if self._normalised is None:
+            return None
+        return self._normalised if self._index is None else self._normalised[self._index]
 
     def eq3_values(self) -> np.ndarray:
-        """Return the value eq. 3 reads (:meth:`memlib.value.Value.eq3_value`): ``V``, or ``V-bar`` if signed.
-
-        Read from :meth:`normalised_values`, so a replay's views normalise once per history.
-        """
-        return self.normalised_values() if self.value.signed else self.values()
+        """Return the value eq. 3 reads (:meth:`memlib.value.Value.eq3_value`), from the ``V-bar`` the view holds."""
+        return self.value.eq3_value(self.values(), v_bar=self._held_normalised())
 
     def similarity(self, query_vec) -> np.ndarray:
         """``(1 + cos) / 2`` between a unit query vector and every item (float32 products)."""

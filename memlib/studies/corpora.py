@@ -259,10 +259,13 @@ def retention_per_case(cases: CaseSet, kept_masks: np.ndarray) -> np.ndarray:
     return np.bincount(cases.gold_case, hit, cases.n_cases) / np.maximum(cases.n_gold, 1)
 
 
-def recall_per_case(corpus: Corpus, value, kept_masks: np.ndarray, policies, k: int) -> tuple[np.ndarray, np.ndarray]:
+def recall_per_case(
+    corpus: Corpus, value, kept_masks: np.ndarray, policies, k: int, ranking=rank
+) -> tuple[np.ndarray, np.ndarray]:
     """``recall_any@k`` and ``recall_all@k`` of each case under each retrieval policy, over its history's kept turns.
 
-    Each question is ranked as the store ranks it (:func:`memlib.store.rank`) over the turns its
+    Each question is ranked as the store ranks it (:func:`memlib.store.rank`, or ``ranking``, a
+    function of ``rank``'s arguments, for a measurement of another order) over the turns its
     history kept, scored by ``value``; a forgotten gold turn counts as missed. Returns two arrays
     of shape ``(len(policies), cases)``.
     """
@@ -279,7 +282,7 @@ def recall_per_case(corpus: Corpus, value, kept_masks: np.ndarray, policies, k: 
             if not len(gold):
                 continue
             for p, policy in enumerate(policies):
-                top = held[rank(view, policy, corpus.questions[c], corpus.question_valence[c], k=k)]
+                top = held[ranking(view, policy, corpus.questions[c], corpus.question_valence[c], k=k)]
                 hits = np.isin(gold, top)
                 any_[p, c], all_[p, c] = hits.any(), hits.all()
     return any_, all_
