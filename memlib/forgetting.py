@@ -43,13 +43,46 @@ def forget_score(age_days, retrievals, value, beta: float = 1.0) -> np.ndarray:
         Strength of the value resistance (>= 0); 0 ignores value.
     """
     beta = check_positive("beta", beta, allow_zero=True)
-    age = np.asarray(age_days, dtype=float)
-    r = np.asarray(retrievals, dtype=float)
-    v = np.asarray(value, dtype=float)
-    for name, arr in (("age_days", age), ("retrievals", r), ("value", v)):
+    age, r, v = _checked_eq3_inputs(age_days=age_days, retrievals=retrievals, value=value)
+    return age**RECENCY_EXPONENT / (1.0 + r) / (1.0 + beta * v)
+
+
+def _checked_eq3_inputs(**arrays) -> list[np.ndarray]:
+    """Return the arrays as floats, refused by name unless each is finite and >= 0."""
+    out = []
+    for name, a in arrays.items():
+        arr = np.asarray(a, dtype=float)
         if arr.size and not (arr.min() >= 0 and np.isfinite(arr.max())):  # a NaN fails the first test
             raise ParameterError(f"{name} must be finite and >= 0")
-    return age**RECENCY_EXPONENT / (1.0 + r) / (1.0 + beta * v)
+        out.append(arr)
+    return out
+
+
+def eq3_scorer(time, retrievals, value, beta: float = 1.0):
+    """Return ``score(positions, now)``: :func:`forget_score` of the items at ``positions``, aged at ``now``.
+
+    For a replay that scores subsets of the same items at many consolidations: the inputs are
+    checked once, and each call gives, bit for bit, ``forget_score(max(now - time[positions], 0),
+    retrievals[positions], value[positions], beta)``.
+
+    >>> score = eq3_scorer(time=[0.0, 9.0, 10.0], retrievals=[0, 0, 3], value=[0.0, 0.0, 0.0])
+    >>> bool(np.array_equal(score(np.array([0, 2]), 11.0), forget_score([11.0, 1.0], [0, 3], [0.0, 0.0])))
+    True
+    """
+    beta = check_positive("beta", beta, allow_zero=True)
+    time = np.asarray(time, dtype=float)
+    if time.size and not np.isfinite(time).all():
+        raise ParameterError("time must be finite")
+    r, v = _checked_eq3_inputs(retrievals=retrievals, value=value)
+    if not time.shape == r.shape == v.shape:
+        shapes = (time.shape, r.shape, v.shape)
+        raise ParameterError(f"time, retrievals and value must have one entry per item, got shapes {shapes}")
+    usage, resistance = 1.0 + r, 1.0 + beta * v  # the divisors of forget_score, item by item
+
+    def score(positions, now: float) -> np.ndarray:
+        return np.maximum(now - time[positions], 0.0) ** RECENCY_EXPONENT / usage[positions] / resistance[positions]
+
+    return score
 
 
 #: The forgetting rules of a value policy: eq. 3, or the lowest normalised value first.

@@ -38,6 +38,7 @@ consolidation and by its replays (:func:`memlib.store.forget.references_since`).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -134,12 +135,22 @@ class ReferenceTable:
         ``held`` may hold turns of session ``s`` itself: only the earlier ones count, as a store counts.
         """
         held = np.asarray(held, dtype=np.int64)
-        held = held[self.session[held] < s]
+        sessions = self.session[held]
+        earlier = sessions < s
+        held, sessions = held[earlier], sessions[earlier]
         if not self.asks[s] or not len(held):
             return np.zeros(N_BINS), np.zeros(N_BINS)
-        bins = lag_bins(s - self.session[held])
+        bins = _bins_of_lags(len(self.asks))[s - sessions]
         refs = np.bincount(bins, weights=self.counts[s, held], minlength=N_BINS)
         return refs, self.asks[s] * np.bincount(bins, minlength=N_BINS).astype(np.float64)
+
+
+@functools.lru_cache(maxsize=8)
+def _bins_of_lags(n_sessions: int) -> np.ndarray:
+    """:func:`lag_bins` of every lag from 0 to ``n_sessions``, looked up instead of searched (read-only)."""
+    bins = lag_bins(np.arange(n_sessions + 1))
+    bins.flags.writeable = False
+    return bins
 
 
 def reference_table(E, ends, user, threshold: float = THRESHOLD) -> ReferenceTable:
@@ -182,6 +193,12 @@ _EDGES = np.array([*LAG_EDGES, 2 * LAG_EDGES[-1]], dtype=float)
 LOG_LAG = np.log(np.sqrt(_EDGES[:-1] * np.maximum(_EDGES[1:] - 1, _EDGES[:-1])))
 
 
+#: ``log(L ** -b)`` of each exponent (rows) and fitted bin (columns), and its exponential: what
+#: :func:`session_loglik` weighs by.
+_LOG_W = -EXPONENTS[:, None] * LOG_LAG[None, 1:]
+_W = np.exp(_LOG_W)
+
+
 def session_loglik(refs, exposure) -> np.ndarray:
     """Log-likelihood of one session's references at lags >= 2, given their number, for each of :data:`EXPONENTS`.
 
@@ -194,10 +211,9 @@ def session_loglik(refs, exposure) -> np.ndarray:
     r, x = np.asarray(refs, float)[1:], np.asarray(exposure, float)[1:]
     if r.sum() <= 0:
         return np.zeros(len(EXPONENTS))
-    log_w = -EXPONENTS[:, None] * LOG_LAG[None, 1:]
     with np.errstate(divide="ignore"):
-        log_norm = np.log(np.exp(log_w) @ x)
-    return log_w @ r - r.sum() * log_norm
+        log_norm = np.log(_W @ x)
+    return _LOG_W @ r - r.sum() * log_norm
 
 
 @dataclass

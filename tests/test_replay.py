@@ -82,23 +82,6 @@ def test_one_order_and_session_by_session_agree():
         assert fast.peak == slow.peak
 
 
-def test_a_batch_history_view_replays_like_a_store_view():
-    """StoreView.of_history over the store's own arrays keeps the same turns as the store's view."""
-    rng = np.random.default_rng(5)
-    turns = random_history(rng, 40)
-    full = MemoryStore(weights=np.ones(7), merge_threshold=None)
-    replay_history(full, turns, budget=len(turns))
-    v = full.view
-    batch = StoreView.of_history(
-        LinearValue(np.ones(7)), time=v.time, embeddings=v.embeddings, factors=v.factors, cues=v.cues, valence=v.valence
-    )
-    sessions = [t["session"] for t in turns]
-    cuts = [(n, 9) for n in session_ends(sessions)]
-    for policy in (make_policy("paper", beta=3.0), make_policy("value", keep_top_value=True)):
-        a, b = held_after(v, policy, sessions, cuts), held_after(batch, policy, sessions, cuts)
-        assert [h.tolist() for h in a.held] == [h.tolist() for h in b.held]
-
-
 def test_held_after_refuses_a_cut_inside_a_session_and_sessions_of_the_wrong_length():
     turns = random_history(np.random.default_rng(1), 12)
     full = MemoryStore(merge_threshold=None)
@@ -229,26 +212,94 @@ def test_a_batch_history_normalises_its_values_once_and_every_taken_view_reads_t
         assert part.normalised_values().min() >= 0 and part.normalised_values().max() <= 1
 
 
-@pytest.mark.parametrize("name", sorted(POLICY_VARIANTS))
-def test_a_consolidation_by_count_drops_what_the_full_rule_drops(name):
-    """budget_drops (a replay's consolidation: no expiry, no pin, no token budget) is drops, asked less."""
-    from memlib.store.forget import budget_drops, drops
+def batch_view_of(store_view, value) -> StoreView:
+    """A batch history's view (its values computed once) over a store view's arrays."""
+    v = store_view
+    return StoreView.of_history(value, time=v.time, embeddings=v.embeddings, factors=v.factors, cues=v.cues,
+                                valence=v.valence)  # fmt: skip
 
-    rng = np.random.default_rng(7)
-    n = 40
-    view = StoreView.of_history(
+
+def random_view(rng, n) -> StoreView:
+    """A batch view with few distinct times and embeddings: ties the older-first rule must break."""
+    return StoreView.of_history(
         LinearValue(rng.uniform(0, 1, 7)),
         time=np.sort(rng.integers(0, 9, n)).astype(float),
         embeddings=np.eye(384)[rng.integers(0, 5, n)],
         factors=rng.random((n, 7)).round(1),
         cues=rng.random((n, 11)),
         valence=np.zeros(n),
-    )  # fmt: skip  (few distinct times and embeddings: ties the older-first rule must break)
+    )
+
+
+def a_need(rng, n_sessions, boundary_every=3):
+    """A stream's need after ``n_sessions`` sessions of random references, most of them recent."""
+    from memlib.references import N_BINS, Need
+
+    need = Need()
+    for s in range(n_sessions):
+        exposure = rng.integers(5, 40, N_BINS).astype(float)
+        refs = np.minimum(rng.poisson(np.r_[3.0, 2.0, 1.0, np.full(N_BINS - 3, 0.1)]), exposure)
+        need = need.counted(refs, exposure, boundary=(s + 1) * boundary_every)
+    return need
+
+
+@pytest.mark.parametrize("name", sorted(POLICY_VARIANTS))
+def test_a_consolidation_by_count_drops_what_the_full_rule_drops(name):
+    """budget_drops on the policy's scorer (a replay's consolidation: no expiry, pin or token budget) is drops."""
+    from memlib.store.forget import budget_drops, drops
+
+    rng = np.random.default_rng(7)
+    n = 40
+    view = random_view(rng, n)
+    policy = POLICY_VARIANTS[name]()
+    if policy.item_state or not policy.bounded:
+        pytest.skip("a batch history holds no per-item state; an unbounded policy never consolidates by count")
+    score = policy.forget_scorer(view)
+    for budget in (0, 1, 13, 39, 40, 55):
+        positions = np.sort(rng.choice(n, 30, replace=False))
+        got = budget_drops(score(positions, 10.0, None), budget)
+        assert got.tolist() == drops(view.take(positions, now=10.0), policy, 10.0, budget)[2].tolist()
+        assert got.sum() == max(30 - budget, 0)
+
+
+@pytest.mark.parametrize("name", sorted(POLICY_VARIANTS))
+def test_every_policy_scores_a_replay_as_it_scores_a_view_bit_for_bit(name):
+    """A policy's forget_scorer (what a replay calls) gives forget_scores of the taken view, to the last bit."""
+    rng = np.random.default_rng(11)
+    n = 60
+    view = random_view(rng, n)
     policy = POLICY_VARIANTS[name]()
     if policy.item_state:
         pytest.skip("a batch history holds no per-item state (a store replays this policy)")
-    for budget in (0, 1, 13, 39, 40, 55):
-        part = view.take(np.sort(rng.choice(n, 30, replace=False)), now=10.0)
-        got = budget_drops(part, policy, 10.0, budget)
-        assert got.tolist() == drops(part, policy, 10.0, budget)[2].tolist()
-        assert got.sum() == (max(30 - budget, 0) if policy.bounded else 0)
+    score = policy.forget_scorer(view)
+    for trial in range(20):
+        positions = np.sort(rng.choice(n, int(rng.integers(0, n)), replace=False))
+        now = float(rng.uniform(0, 12))
+        need = a_need(rng, int(rng.integers(0, 25)), boundary_every=3) if trial % 2 else None
+        want = np.asarray(policy.forget_scores(view.take(positions, now, need=need), now), float)
+        got = score(positions, now, need)
+        assert got.tobytes() == want.tobytes(), (name, trial)
+    if name == "adaptive":  # the need moved the scores: the scorer read it, not a need of its own
+        need = a_need(rng, 40)
+        assert need.exponent(policy.z) > 0
+        assert not np.array_equal(score(np.arange(n), 12.0, need), score(np.arange(n), 12.0, None))
+
+
+@pytest.mark.parametrize("name", sorted(POLICY_VARIANTS))
+def test_a_batch_view_replays_every_policy_like_the_store(name):
+    """held_after on a batch history's view (the policy's own scorer) keeps what the store keeps, every cut."""
+    rng = np.random.default_rng(13)
+    policy = POLICY_VARIANTS[name]()
+    if policy.item_state:
+        pytest.skip("a batch history holds no per-item state (a store replays this policy)")
+    for trial in range(3):
+        turns = recent_need_history(n_sessions=20) if trial == 0 else random_history(rng, int(rng.integers(10, 40)))
+        full = MemoryStore(weights=np.ones(7), policy=POLICY_VARIANTS[name](), merge_threshold=None)
+        replay_history(full, turns, budget=len(turns))
+        sessions = [t["session"] for t in turns]
+        cuts = [(n, b) for n in session_ends(sessions).tolist() for b in (0, 2, 6)]
+        batch = held_after(batch_view_of(full.view, LinearValue(np.ones(7))), policy, sessions, cuts)
+        for (n, b), held in zip(cuts, batch.held):
+            store = MemoryStore(weights=np.ones(7), policy=POLICY_VARIANTS[name](), merge_threshold=None)
+            replay_history(store, turns[:n], budget=b)
+            assert full.view.ids[held].tolist() == store.ids, (name, trial, n, b)

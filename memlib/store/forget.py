@@ -136,25 +136,30 @@ def drops(view, policy, now: float, budget=None, budget_tokens=None, count_pinne
     return scores, expired, expired | dropped, order
 
 
-def budget_drops(view, policy, now: float, budget: int) -> np.ndarray:
-    """:func:`drops` of a view in which nothing expires or is pinned, under an item budget alone: the items that go.
+def budget_drops(scores, budget: int) -> np.ndarray:
+    """:func:`drops` under an item budget alone, given the forget scores of the items held: the items that go.
 
     The same selection (:func:`memlib.forgetting.select_drops`), without asking the
     expiry, pins and tokens a replay of a batch history knows to be absent
-    (:func:`memlib.store.replay.held_after` calls it at every consolidation).
+    (:func:`memlib.store.replay.held_after` calls it at every consolidation, with the scores of
+    its policy's :meth:`~memlib.store.protocol.Policy.forget_scorer`).
     """
-    n = len(view)
     budget = check_int("budget", budget, minimum=0)
-    wanted = BudgetNeed(np.arange(n), n - budget if policy.bounded else 0, False, None, None)
+    n = len(scores)
+    wanted = BudgetNeed(np.arange(n), n - budget, False, None, None)
     if not wanted.any:
         return np.zeros(n, bool)
-    return select_drops(_scores(view, policy, now), wanted)[0]
+    return select_drops(scores, wanted)[0]
 
 
 def _scores(view, policy, now: float) -> np.ndarray:
     """Return the policy's forget score of each item of ``view``, refused unless there is one per item."""
-    n = len(view)
-    scores = np.asarray(policy.forget_scores(view, now), float)
+    return one_score_per_item(policy.forget_scores(view, now), len(view))
+
+
+def one_score_per_item(scores, n: int) -> np.ndarray:
+    """Return a policy's forget ``scores`` as floats, refused unless there is one per item of the ``n`` held."""
+    scores = np.asarray(scores, float)
     if scores.shape != (n,):
         raise ParameterError(f"the policy must give one forget score per item, got shape {scores.shape} for {n} items")
     return scores

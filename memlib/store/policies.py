@@ -31,7 +31,7 @@ import inspect
 import numpy as np
 
 from memlib._checks import ParameterError, check_choice, check_positive
-from memlib.forgetting import rule_forget_scores
+from memlib.forgetting import eq3_scorer, rule_forget_scores
 from memlib.references import Need
 from memlib.store.baselines import (
     FIFOPolicy,
@@ -101,6 +101,16 @@ class ValuePolicy(Policy):
             return rule_forget_scores("value", None, None, value_bar=view.normalised_values())
         v = view.eq3_values()  # the paper's V, or V-bar for a signed (cue) value
         return rule_forget_scores("eq3", np.maximum(now - view.time, 0.0), view.retrievals, value=v, beta=self.beta)
+
+    def forget_scorer(self, view):
+        """:meth:`~memlib.store.protocol.Policy.forget_scorer`, reading a batch history's values once."""
+        if not view.holds_values:
+            return super().forget_scorer(view)
+        if self.keep_top_value:
+            v_bar = view.normalised_values()
+            return lambda positions, now, need=None: rule_forget_scores("value", None, None, value_bar=v_bar[positions])
+        eq3 = eq3_scorer(view.time, view.retrievals, view.eq3_values(), self.beta)
+        return lambda positions, now, need=None: eq3(positions, now)
 
     def retrieval_scores(self, view, query_vec, query_valence, now):
         """Return similarity plus ``value_weight`` times ``V-bar`` plus ``mood_weight`` times the mood match."""
@@ -214,12 +224,27 @@ class AdaptivePolicy(ValuePolicy):
 
     def forget_scores(self, view, now):
         """Return minus ``value_scale * V-bar - b * log(lag)``: the least needed item goes first."""
-        return -(self.value_scale * view.normalised_values() - self._need_terms(view))
+        return self._least_needed_first(view.normalised_values(), view.ids, view.need)
 
-    def _need_terms(self, view) -> np.ndarray:
-        """``b * log(lag)`` of each item: how much less likely it is to be needed for its age."""
-        need = view.need or Need()
-        return self.exponent(view) * np.log(np.maximum(need.lag_at_next(view.ids), 1))
+    def forget_scorer(self, view):
+        """:meth:`~memlib.store.protocol.Policy.forget_scorer`, reading a batch history's values once."""
+        if not view.holds_values:
+            return super().forget_scorer(view)
+        v_bar, ids = view.normalised_values(), view.ids
+
+        def score(positions, now, need=None):
+            return self._least_needed_first(v_bar[positions], ids[positions], view.need if need is None else need)
+
+        return score
+
+    def _least_needed_first(self, v_bar, ids, need) -> np.ndarray:
+        """Return the forget scores of items of normalised values ``v_bar`` and ids ``ids``, under ``need``."""
+        return -(self.value_scale * v_bar - self._need_terms_of(ids, need))
+
+    def _need_terms_of(self, ids, need) -> np.ndarray:
+        """``b * log(lag)`` of each item id: how much less likely it is to be needed for its age."""
+        need = need or Need()
+        return need.exponent(self.z) * np.log(np.maximum(need.lag_at_next(ids), 1))
 
     def explain_terms(self, view, i: int) -> dict:
         """Return item ``i``'s need: the stream's exponent, its lag in sessions and the need term of its score.
@@ -236,7 +261,7 @@ class AdaptivePolicy(ValuePolicy):
         return {
             "need_exponent": self.exponent(view),
             "sessions_ago": lag,
-            "need_term": float(self._need_terms(view)[i]),
+            "need_term": float(self._need_terms_of(view.ids, view.need)[i]),
         }
 
     def config(self):

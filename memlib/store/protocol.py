@@ -78,6 +78,21 @@ class Policy:
         """
         raise NotImplementedError
 
+    def forget_scorer(self, view):
+        """Return ``score(positions, now, need)``: the forget scores of the items at ``positions`` of ``view``.
+
+        What a replay asks at each consolidation of one history's view
+        (:func:`memlib.store.replay.held_after`): by default
+        ``forget_scores(view.take(positions, now, need=need), now)``. A policy may return a
+        faster function that reads the view's arrays once; it must give the same scores, bit for
+        bit (``tests/test_replay.py`` holds every policy of the registry to it).
+        """
+
+        def score(positions, now: float, need=None) -> np.ndarray:
+            return self.forget_scores(view.take(positions, now, need=need), now)
+
+        return score
+
     def retrieval_scores(self, view, query_vec, query_valence: float, now: float) -> np.ndarray:
         """One score per item for a unit query vector; the highest is returned first (default: similarity)."""
         return view.similarity(query_vec)

@@ -45,7 +45,7 @@ import numpy as np
 from memlib._checks import ParameterError, check_int
 from memlib.forgetting import forget_order
 from memlib.references import Need, reference_table
-from memlib.store.forget import budget_drops, drops
+from memlib.store.forget import budget_drops, drops, one_score_per_item
 
 
 def replay_history(store, turns, budget: int | None = None, now_key: str = "time") -> int:
@@ -165,6 +165,7 @@ def held_after(view, policy, sessions, cuts, references=None) -> Replayed:
             f"references must count the {len(ends)} sessions and {len(view)} turns of the history, "
             f"got {references.counts.shape}"
         )
+    score = policy.forget_scorer(view)
     held_sets, peak = [], 0
     for n, budget in cuts:
         held, start, need = np.zeros(0, np.int64), 0, Need()
@@ -173,12 +174,14 @@ def held_after(view, policy, sessions, cuts, references=None) -> Replayed:
             now = float(time[end - 1])
             if policy.reads_need:  # this session's user turns against the turns held before it, as the store counts
                 need = need.counted(*references.session_counts(s, held), int(ids[end - 1]) + 1)
-            session = view.take(held, now, need=need)
             start = int(end)
             peak = max(peak, len(held))
             if never_expires and (len(held) <= budget or not policy.bounded):
                 continue  # nothing expires and no budget is exceeded: nothing goes (drops would find nothing)
-            gone = budget_drops(session, policy, now, budget) if by_count else drops(session, policy, now, budget)[2]
+            if by_count:
+                gone = budget_drops(one_score_per_item(score(held, now, need), len(held)), budget)
+            else:
+                gone = drops(view.take(held, now, need=need), policy, now, budget)[2]
             held = held[~gone]
         held_sets.append(held)
     return Replayed(held_sets, peak)

@@ -153,6 +153,11 @@ class StoreView:
         return StoreView(self._source, self.value, index, now, self._values, need, self._normalised)
 
     @property
+    def holds_values(self) -> bool:
+        """Whether the view holds its items' values, computed once (a batch history's view and its subsets)."""
+        return self._values is not None
+
+    @property
     def positions(self) -> np.ndarray:
         """The positions of the items shown among those of the source (a store's, or a history's)."""
         return np.arange(self._source.n) if self._index is None else self._index
