@@ -276,13 +276,17 @@ def select_drops(scores: np.ndarray, need: BudgetNeed) -> tuple[np.ndarray, np.n
     s = scores
     n = s.shape[0]
     cand, excess, over_tokens, held, tok, budget_tokens = need
-    nan = cand[np.isnan(s[cand])]
-    if len(nan):  # a NaN sorts nowhere: the item would never be forgotten
-        raise ParameterError(f"scores must be numbers: item {int(nan[0])} has a NaN forget score ({len(nan)} in all)")
+    every = len(cand) == n  # every item a candidate (cand is in order): read the scores as they are
+    sc = s if every else s[cand]
+    nan = np.isnan(sc)
+    if nan.any():  # a NaN sorts nowhere: the item would never be forgotten
+        raise ParameterError(
+            f"scores must be numbers: item {int(cand[np.argmax(nan)])} has a NaN forget score ({nan.sum()} in all)"
+        )
     drop = np.zeros(n, bool)
     if excess <= 0 and not over_tokens:
         return drop, cand[:0]
-    order = cand[forget_order(s[cand])]
+    order = forget_order(sc) if every else cand[forget_order(sc)]
     n_drop = max(excess, 0)
     if over_tokens:  # drop in forget order until the remaining tokens fit
         remaining = held - np.concatenate([[0], np.cumsum(tok[order])])

@@ -242,7 +242,12 @@ class Need:
         >>> Need(boundaries=[3, 7]).period([0, 2, 3, 9]).tolist()
         [0, 0, 1, 2]
         """
-        return np.searchsorted(np.asarray(self.boundaries, dtype=np.int64), np.asarray(ids), side="right")
+        return np.searchsorted(self._boundary_ids, np.asarray(ids), side="right")
+
+    @functools.cached_property
+    def _boundary_ids(self) -> np.ndarray:
+        """:attr:`boundaries` as an array, made once (a need is a value: :meth:`counted` returns a new one)."""
+        return np.asarray(self.boundaries, dtype=np.int64)
 
     def lag_at_next(self, ids) -> np.ndarray:
         """Return each item's lag at the next session (its first chance to be referred to): 1 for the last session's.
@@ -273,8 +278,8 @@ class Need:
         """
         if not np.any(self.loglik):
             return 0.0
-        admitted = EXPONENTS[self.loglik >= self.loglik.max() - z * z / 2]
-        return 0.0 if admitted.min() <= 0 else float(admitted.min())
+        smallest = EXPONENTS[np.argmax(self.loglik >= self.loglik.max() - z * z / 2)]  # EXPONENTS ascend
+        return 0.0 if smallest <= 0 else float(smallest)
 
     def to_dict(self) -> dict:
         """Return the need as JSON (what a store file holds)."""

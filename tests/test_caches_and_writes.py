@@ -465,6 +465,9 @@ def test_a_reader_that_goes_away_gets_no_traceback():
 def test_consolidation_refuses_a_nan_forget_score_naming_the_item():
     with pytest.raises(ParameterError, match="item 2 has a NaN forget score"):
         consolidation_drops([0.5, 0.2, float("nan"), 0.9], budget=2)
+    nan = float("nan")  # a pinned item is no candidate: the error names the candidate's own position
+    with pytest.raises(ParameterError, match=r"item 2 has a NaN forget score \(1 in all\)"):
+        consolidation_drops([nan, 0.2, nan, 0.9], budget=1, pinned=[True, False, False, False])
 
 
 def test_an_embedder_that_empties_its_input_list_changes_nothing():

@@ -244,7 +244,10 @@ class AdaptivePolicy(ValuePolicy):
     def _need_terms_of(self, ids, need) -> np.ndarray:
         """``b * log(lag)`` of each item id: how much less likely it is to be needed for its age."""
         need = need or Need()
-        return need.exponent(self.z) * np.log(np.maximum(need.lag_at_next(ids), 1))
+        b = need.exponent(self.z)
+        if b == 0.0:  # no age preferred: every term is 0 (0 times a finite log), so no lag need be read
+            return np.zeros(len(ids))
+        return b * np.log(np.maximum(need.lag_at_next(ids), 1))
 
     def explain_terms(self, view, i: int) -> dict:
         """Return item ``i``'s need: the stream's exponent, its lag in sessions and the need term of its score.
