@@ -267,11 +267,11 @@ def test_the_command_line_builds_one_data_spec_as_the_chapters_do(monkeypatch):
     options = ["--dataset", "longmemeval_s", "--factor-set", "released", "--embedding", "int8"]
     kw = spec("oracle-blind", "--quick", *options)
     assert kw["data"] == DataSpec("longmemeval_s", quick=True, factor_set="released", embedding_setting="int8")
-    kw = spec("cues", "--quick", "--transfer-from", "longmemeval_s", "--transfer-sample", "8")
-    assert kw["transfer_from"] == DataSpec("longmemeval_s", quick=True, sample=8)
+    kw = spec("cues", "--quick", "--transfer-from", "longmemeval_s", "--transfer-sample", "4")
+    assert kw["transfer_from"] == DataSpec("longmemeval_s", quick=True, sample=4)
     assert spec("synthetic", "--quick") == {"quick": True}
     with pytest.raises(ParameterError, match="--transfer-sample needs --transfer-from"):
-        spec("cues", "--transfer-sample", "8")
+        spec("cues", "--transfer-sample", "4")
     with pytest.raises(ParameterError, match="--limit does not apply to the synthetic study"):
         spec("synthetic", "--limit", "2")
     with pytest.raises(ParameterError, match="pass limit or sample, not both"):

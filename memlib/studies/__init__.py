@@ -186,7 +186,7 @@ _cache.register(
 #: LongMemEval-S questions the main job (``make``) samples wherever a study would read all 498
 #: (the chapters' ``sample`` / ``compare_sample`` parameters hold the same number); ``make paper``
 #: reads them all.
-MAIN_SAMPLE = 8
+MAIN_SAMPLE = 4
 #: The paper's benchmark, shown beside LoCoMo in chapters 03 to 07.
 COMPARE_DATASET = "longmemeval_s"
 #: Studies whose chapter also runs them on :data:`COMPARE_DATASET`.
@@ -213,7 +213,7 @@ def main_job(paper: bool = False) -> list[list[tuple[str, str, list[str]]]]:
     >>> [[name for name, _, _ in stage] for stage in main_job()][:2]
     [['factors'], ['paper']]
     >>> dict((n, o) for n, _, o in main_job()[-1])["cues"]
-    ['--transfer-from', 'longmemeval_s', '--transfer-sample', '8']
+    ['--transfer-from', 'longmemeval_s', '--transfer-sample', '4']
     """
     sample = [] if paper else ["--sample", str(MAIN_SAMPLE)]
     special = {
