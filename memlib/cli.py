@@ -104,8 +104,9 @@ def _defaults(args) -> int:
             raise ParameterError(f"--write {path}: no folder {path.parent}")
         check_target(path)
     data = DataSpec(quick=args.quick, sample=args.sample)
-    hs = [defaults.load_corpus(dataclasses.replace(data, dataset=d)) for d in defaults.DATASETS]
-    measured = defaults.defaults_study_on(hs, quick=args.quick)
+    # the study as chapter 06 (and the main job) runs it, through the result cache: one computation for all three
+    measured = STUDIES["defaults"].run(data)
+    hs = [defaults.load_corpus(dataclasses.replace(data, dataset=d)) for d in measured.info["datasets"]]
     chosen = defaults_file.choose_defaults(hs, measured=measured, data=data)
     if args.json:
         print(_table_to_json(measured.headline))

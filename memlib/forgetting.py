@@ -276,7 +276,7 @@ def select_drops(scores: np.ndarray, need: BudgetNeed) -> tuple[np.ndarray, np.n
     s = scores
     n = s.shape[0]
     cand, excess, over_tokens, held, tok, budget_tokens = need
-    every = len(cand) == n  # every item a candidate (cand is in order): read the scores as they are
+    every = len(cand) == n and (not n or cand[-1] == n - 1)  # every item a candidate, in order: the scores as they are
     sc = s if every else s[cand]
     nan = np.isnan(sc)
     if nan.any():  # a NaN sorts nowhere: the item would never be forgotten

@@ -278,7 +278,10 @@ class Need:
         """
         if not np.any(self.loglik):
             return 0.0
-        smallest = EXPONENTS[np.argmax(self.loglik >= self.loglik.max() - z * z / 2)]  # EXPONENTS ascend
+        top = self.loglik.max()
+        if not np.isfinite(top):  # a NaN admits no exponent: say so, not 0
+            raise ParameterError("the need's log-likelihood must be finite (were references or pairs at risk NaN?)")
+        smallest = EXPONENTS[np.argmax(self.loglik >= top - z * z / 2)]  # EXPONENTS ascend
         return 0.0 if smallest <= 0 else float(smallest)
 
     def to_dict(self) -> dict:

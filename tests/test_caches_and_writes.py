@@ -308,9 +308,11 @@ def fake_defaults(monkeypatch):
     from memlib.studies import defaults, defaults_file
 
     ran = []
-    measured = type("Measured", (), {"headline": pd.DataFrame({"corpus": ["x"], "held": [0.5]})})()
-    monkeypatch.setattr(defaults, "load_corpus", lambda data: ran.append(data.dataset))
-    monkeypatch.setattr(defaults, "defaults_study_on", lambda hs, quick=False: measured)
+    headline = pd.DataFrame({"corpus": ["x"], "held": [0.5]})
+    measured = type("Measured", (), {"headline": headline, "info": {"datasets": list(defaults.DATASETS)}})()
+    monkeypatch.setenv("MEMLIB_RESULT_CACHE", "0")  # the fake study runs, not a result cached by a real one
+    monkeypatch.setattr(defaults, "load_corpus", lambda data, progress=False: ran.append(data.dataset))
+    monkeypatch.setattr(defaults, "defaults_study_on", lambda hs, *args, **kwargs: measured)
     monkeypatch.setattr(defaults_file, "choose_defaults", lambda hs, measured, data: {"policy": {}, "value_model": "v"})
     return ran
 

@@ -219,10 +219,10 @@ def batch_view_of(store_view, value) -> StoreView:
                                 valence=v.valence)  # fmt: skip
 
 
-def random_view(rng, n) -> StoreView:
+def random_view(rng, n, value=None) -> StoreView:
     """A batch view with few distinct times and embeddings: ties the older-first rule must break."""
     return StoreView.of_history(
-        LinearValue(rng.uniform(0, 1, 7)),
+        LinearValue(rng.uniform(0, 1, 7)) if value is None else value,
         time=np.sort(rng.integers(0, 9, n)).astype(float),
         embeddings=np.eye(384)[rng.integers(0, 5, n)],
         factors=rng.random((n, 7)).round(1),
@@ -263,26 +263,60 @@ def test_a_consolidation_by_count_drops_what_the_full_rule_drops(name):
 
 
 @pytest.mark.parametrize("name", sorted(POLICY_VARIANTS))
-def test_every_policy_scores_a_replay_as_it_scores_a_view_bit_for_bit(name):
-    """A policy's forget_scorer (what a replay calls) gives forget_scores of the taken view, to the last bit."""
+@pytest.mark.parametrize("value", ["paper value", "cue value"])
+def test_every_policy_scores_a_replay_as_it_scores_a_view_bit_for_bit(name, value):
+    """A policy's forget_scorer (what a replay calls) gives forget_scores of the taken view, to the last bit.
+
+    On the paper's value (eq. 3 reads ``V``) and on a signed cue value (eq. 3 reads ``V-bar``); with
+    the need passed, and with the view's own need read when none is passed.
+    """
+    from memlib.value import load_defaults
+
     rng = np.random.default_rng(11)
     n = 60
-    view = random_view(rng, n)
+    view = random_view(rng, n, load_defaults()["value"] if value == "cue value" else None)
     policy = POLICY_VARIANTS[name]()
     if policy.item_state:
         pytest.skip("a batch history holds no per-item state (a store replays this policy)")
+    for own_need in (None, a_need(rng, 30)):
+        view.need = own_need
+        score = policy.forget_scorer(view)
+        for trial in range(20):
+            positions = np.sort(rng.choice(n, int(rng.integers(1, n)), replace=False))  # a consolidation holds some
+            now = float(rng.uniform(0, 12))
+            need = a_need(rng, int(rng.integers(0, 25)), boundary_every=3) if trial % 2 else None
+            want = np.asarray(policy.forget_scores(view.take(positions, now, need=need), now), float)
+            got = score(positions, now, need)
+            assert got.tobytes() == want.tobytes(), (name, trial)
+    view.need = None
     score = policy.forget_scorer(view)
-    for trial in range(20):
-        positions = np.sort(rng.choice(n, int(rng.integers(0, n)), replace=False))
-        now = float(rng.uniform(0, 12))
-        need = a_need(rng, int(rng.integers(0, 25)), boundary_every=3) if trial % 2 else None
-        want = np.asarray(policy.forget_scores(view.take(positions, now, need=need), now), float)
-        got = score(positions, now, need)
-        assert got.tobytes() == want.tobytes(), (name, trial)
     if name == "adaptive":  # the need moved the scores: the scorer read it, not a need of its own
         need = a_need(rng, 40)
         assert need.exponent(policy.z) > 0
         assert not np.array_equal(score(np.arange(n), 12.0, need), score(np.arange(n), 12.0, None))
+
+
+def test_a_subclass_that_scores_its_own_way_is_scored_by_its_own_rule_in_a_replay():
+    """A value or adaptive policy whose forget_scores (or exponent) a subclass overrides is replayed by the override."""
+    from memlib.store import AdaptivePolicy, ValuePolicy
+
+    class OldestFirst(ValuePolicy):
+        def forget_scores(self, view, now):
+            return -view.time
+
+    class AlwaysRecent(AdaptivePolicy):
+        def exponent(self, view):
+            return 1.5
+
+    view = random_view(np.random.default_rng(2), 30)
+    positions = np.arange(5, 25)
+    assert OldestFirst(beta=1.0).forget_scorer(view)(positions, 20.0).tolist() == (-view.time[positions]).tolist()
+    recent = AlwaysRecent(value_scale=1.0, z=2.0)
+    need = a_need(np.random.default_rng(3), 12)
+    assert need.exponent(recent.z) != 1.5  # the stream's own exponent would score otherwise
+    want = recent.forget_scores(view.take(positions, 20.0, need=need), 20.0)
+    assert recent.forget_scorer(view)(positions, 20.0, need).tolist() == want.tolist()
+    assert recent.explain_terms(view.take(positions, 20.0, need=need), 0)["need_exponent"] == 1.5
 
 
 @pytest.mark.parametrize("name", sorted(POLICY_VARIANTS))

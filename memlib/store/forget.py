@@ -4,7 +4,8 @@
 while a budget is exceeded, the unpinned item with the highest forget score under the
 store's policy (ties: the older first), as :func:`memlib.forgetting.consolidation_drops`
 selects them; a store's consolidation and every replay (:mod:`memlib.store.replay`)
-decide by it. :func:`plan` decides a store's consolidation without changing anything;
+decide by it (a replay under an item budget alone, by :func:`budget_drops`: the same
+selection, asked less). :func:`plan` decides a store's consolidation without changing anything;
 :func:`change` is the plan as one
 :class:`~memlib.store.backend.Change`; :func:`explain_row` and :func:`explain` say why
 an item stays or goes (its forget score and the contributions to its value). Scores
@@ -95,7 +96,8 @@ def drops(view, policy, now: float, budget=None, budget_tokens=None, count_pinne
     highest forget score under ``policy`` (ties: the older first), as
     :func:`memlib.forgetting.consolidation_drops` selects them. The policy scores the items
     only when something must go. A store's consolidation (:func:`plan`) and every replay
-    (:mod:`memlib.store.replay`) decide by this function.
+    (:mod:`memlib.store.replay`) decide by this function, or, under an item budget alone, by
+    :func:`budget_drops`, the same selection.
 
     Parameters
     ----------

@@ -103,9 +103,12 @@ class ValuePolicy(Policy):
         return rule_forget_scores("eq3", np.maximum(now - view.time, 0.0), view.retrievals, value=v, beta=self.beta)
 
     def forget_scorer(self, view):
-        """:meth:`~memlib.store.protocol.Policy.forget_scorer`, reading a batch history's values once."""
-        if not view.holds_values:
-            return super().forget_scorer(view)
+        """:meth:`~memlib.store.protocol.Policy.forget_scorer`, reading a batch history's values once.
+
+        A subclass that scores in its own way (its own ``forget_scores``) is scored by it.
+        """
+        if not view.holds_values or type(self).forget_scores is not ValuePolicy.forget_scores:
+            return Policy.forget_scorer(self, view)
         if self.keep_top_value:
             v_bar = view.normalised_values()
             return lambda positions, now, need=None: rule_forget_scores("value", None, None, value_bar=v_bar[positions])
@@ -224,30 +227,35 @@ class AdaptivePolicy(ValuePolicy):
 
     def forget_scores(self, view, now):
         """Return minus ``value_scale * V-bar - b * log(lag)``: the least needed item goes first."""
-        return self._least_needed_first(view.normalised_values(), view.ids, view.need)
+        return self._least_needed_first(view.normalised_values(), view.ids, view.need, self.exponent(view))
 
     def forget_scorer(self, view):
-        """:meth:`~memlib.store.protocol.Policy.forget_scorer`, reading a batch history's values once."""
-        if not view.holds_values:
-            return super().forget_scorer(view)
+        """:meth:`~memlib.store.protocol.Policy.forget_scorer`, reading a batch history's values once.
+
+        A subclass that scores in its own way (its own ``forget_scores`` or ``exponent``) is scored by it.
+        """
+        cls = type(self)
+        mine = cls.forget_scores is AdaptivePolicy.forget_scores and cls.exponent is AdaptivePolicy.exponent
+        if not view.holds_values or not mine:
+            return Policy.forget_scorer(self, view)
         v_bar, ids = view.normalised_values(), view.ids
 
         def score(positions, now, need=None):
-            return self._least_needed_first(v_bar[positions], ids[positions], view.need if need is None else need)
+            need = (view.need if need is None else need) or Need()  # what self.exponent reads of the taken view
+            return self._least_needed_first(v_bar[positions], ids[positions], need, need.exponent(self.z))
 
         return score
 
-    def _least_needed_first(self, v_bar, ids, need) -> np.ndarray:
-        """Return the forget scores of items of normalised values ``v_bar`` and ids ``ids``, under ``need``."""
-        return -(self.value_scale * v_bar - self._need_terms_of(ids, need))
+    def _least_needed_first(self, v_bar, ids, need, b: float) -> np.ndarray:
+        """Return the forget scores of items of normalised values ``v_bar`` and ids ``ids``, the need exponent ``b``."""
+        return -(self.value_scale * v_bar - self._need_terms_of(ids, need, b))
 
-    def _need_terms_of(self, ids, need) -> np.ndarray:
+    @staticmethod
+    def _need_terms_of(ids, need, b: float) -> np.ndarray:
         """``b * log(lag)`` of each item id: how much less likely it is to be needed for its age."""
-        need = need or Need()
-        b = need.exponent(self.z)
         if b == 0.0:  # no age preferred: every term is 0 (0 times a finite log), so no lag need be read
             return np.zeros(len(ids))
-        return b * np.log(np.maximum(need.lag_at_next(ids), 1))
+        return b * np.log(np.maximum((need or Need()).lag_at_next(ids), 1))
 
     def explain_terms(self, view, i: int) -> dict:
         """Return item ``i``'s need: the stream's exponent, its lag in sessions and the need term of its score.
@@ -264,7 +272,7 @@ class AdaptivePolicy(ValuePolicy):
         return {
             "need_exponent": self.exponent(view),
             "sessions_ago": lag,
-            "need_term": float(self._need_terms_of(view.ids, view.need)[i]),
+            "need_term": float(self._need_terms_of(view.ids, view.need, self.exponent(view))[i]),
         }
 
     def config(self):

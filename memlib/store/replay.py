@@ -8,7 +8,10 @@ holds *every* turn of a history (a store that forgot nothing, ``store.view``, or
 annotated in a batch, :meth:`StoreView.of_history <memlib.store.view.StoreView.of_history>`)
 and, at each session end, asks the policy which of the held turns go, by the rule a
 store's consolidation applies (:func:`memlib.store.forget.drops`), on a view of just those
-turns (:meth:`~memlib.store.view.StoreView.take`).
+turns (:meth:`~memlib.store.view.StoreView.take`). Where an item budget alone decides (nothing
+expires or is pinned), it selects the same way (:func:`memlib.store.forget.budget_drops`) on
+the scores of the policy's :meth:`~memlib.store.protocol.Policy.forget_scorer`, which may read
+a batch history's arrays once instead of taking a view at every session end.
 
 Why that is the same store: a store annotates each turn from the turns before it, never
 from what it still holds (with merging off), and a session's goal relevance is fixed at its

@@ -11,7 +11,9 @@ it from :meth:`~memlib.store.protocol.Policy.on_retrieve`.
 
 A view is a window on items: ``store.view`` shows what a store holds now, and
 :meth:`StoreView.take` shows a subset of it at a given clock, which is how a replay
-asks a policy what a bounded store would drop (:mod:`memlib.store.replay`). A view can
+asks a policy what a bounded store would drop (:mod:`memlib.store.replay`; a policy's
+:meth:`~memlib.store.protocol.Policy.forget_scorer` may read a batch history's arrays once
+instead, with the same scores). A view can
 also stand over a history annotated in a batch (:meth:`StoreView.of_history`), so that
 a study replays a corpus through the policies a store uses, without adding each turn.
 

@@ -183,9 +183,10 @@ _cache.register(
     need.NeedResult,
 )
 
-#: LongMemEval-S questions the main job (``make``) samples wherever a study would read all 498
-#: (the chapters' ``sample`` / ``compare_sample`` parameters hold the same number); ``make paper``
-#: reads them all.
+#: Questions, users or conversations per corpus the main job (``make``) samples, seeded, wherever a study would
+#: read a whole corpus (all 498 LongMemEval-S questions, RealMem's users, LoCoMo's conversations in the studies
+#: that read every corpus; the chapters' ``sample`` / ``compare_sample`` parameters hold the same number);
+#: ``make paper`` reads them all.
 MAIN_SAMPLE = 4
 #: The paper's benchmark, shown beside LoCoMo in chapters 03 to 07.
 COMPARE_DATASET = "longmemeval_s"
