@@ -44,7 +44,12 @@ def forget_score(age_days, retrievals, value, beta: float = 1.0) -> np.ndarray:
     """
     beta = check_positive("beta", beta, allow_zero=True)
     age, r, v = _checked_eq3_inputs(age_days=age_days, retrievals=retrievals, value=value)
-    return age**RECENCY_EXPONENT / (1.0 + r) / (1.0 + beta * v)
+    return _eq3(age, 1.0 + r, 1.0 + beta * v)
+
+
+def _eq3(age, usage, resistance) -> np.ndarray:
+    """Eq. 3 from its terms: ``age**0.7 / usage / resistance`` (``usage = 1 + r``, ``resistance = 1 + beta V``)."""
+    return age**RECENCY_EXPONENT / usage / resistance
 
 
 def _checked_eq3_inputs(**arrays) -> list[np.ndarray]:
@@ -80,7 +85,7 @@ def eq3_scorer(time, retrievals, value, beta: float = 1.0):
     usage, resistance = 1.0 + r, 1.0 + beta * v  # the divisors of forget_score, item by item
 
     def score(positions, now: float) -> np.ndarray:
-        return np.maximum(now - time[positions], 0.0) ** RECENCY_EXPONENT / usage[positions] / resistance[positions]
+        return _eq3(np.maximum(now - time[positions], 0.0), usage[positions], resistance[positions])
 
     return score
 

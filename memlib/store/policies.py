@@ -103,15 +103,13 @@ class ValuePolicy(Policy):
         return rule_forget_scores("eq3", np.maximum(now - view.time, 0.0), view.retrievals, value=v, beta=self.beta)
 
     def forget_scorer(self, view):
-        """:meth:`~memlib.store.protocol.Policy.forget_scorer`, reading a batch history's values once.
+        """:meth:`~memlib.store.protocol.Policy.forget_scorer`: eq. 3 with a batch history's values read once.
 
-        A subclass that scores in its own way (its own ``forget_scores``) is scored by it.
+        Dropping by value (a static order, sorted once by a replay) and a subclass that scores in its
+        own way (its own ``forget_scores``) are scored by the default.
         """
-        if not view.holds_values or type(self).forget_scores is not ValuePolicy.forget_scores:
+        if self.keep_top_value or not view.holds_values or type(self).forget_scores is not ValuePolicy.forget_scores:
             return Policy.forget_scorer(self, view)
-        if self.keep_top_value:
-            v_bar = view.normalised_values()
-            return lambda positions, now, need=None: rule_forget_scores("value", None, None, value_bar=v_bar[positions])
         eq3 = eq3_scorer(view.time, view.retrievals, view.eq3_values(), self.beta)
         return lambda positions, now, need=None: eq3(positions, now)
 
