@@ -66,13 +66,17 @@ paper:
 
 ## The test suite: library unit tests, doctests and every notebook in quick mode under nbval: all of it,
 ## the tests marked slow or integration (pyproject.toml) included.
+## The tests run on TEST_JOBS processes (pytest-xdist), a whole file to one process (--dist loadfile): a notebook's cells
+## run in order in one kernel, and a module's fixtures are built once. TEST_JOBS=1 runs them in this process.
+TEST_JOBS := $(shell nproc 2>/dev/null || echo 2)
+PYTEST_JOBS = $(if $(filter 1,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadfile)
 test: install
 	$(PY) -m memlib notebooks prepare build/nb --quick
-	$(PY) -m pytest tests memlib --doctest-modules --nbval-lax --nbval-current-env build/nb --durations=30
+	$(PY) -m pytest tests memlib --doctest-modules --nbval-lax --nbval-current-env build/nb --durations=30 $(PYTEST_JOBS)
 
 ## The unit tests alone (not marked slow): under a minute on 2 cores.
 test-fast: install
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest -m "not slow" $(PYTEST_JOBS)
 
 ## Edit the chapters in JupyterLab on this venv's kernel: notebooks/*.md open as notebooks and saving
 ## writes the .md (jupytext; paired .ipynb are git-ignored). Config: .jupyter/. Extra flags: LAB_ARGS=...
