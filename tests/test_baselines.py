@@ -8,8 +8,9 @@ weighted 3) and the Recency policy (newest kept and returned first, whatever the
 import numpy as np
 import pytest
 
-from memlib.store import MemoryStore
+from memlib.store import MemoryStore, make_policy
 from memlib.store import baselines as B
+from memlib.store.policies import POLICIES
 
 DIM = 384
 
@@ -152,3 +153,13 @@ def test_a_store_file_of_the_value_policy_written_by_0_1_loads_without_a_warning
         assert type(loaded.policy) is ValuePolicy and loaded.policy.config() == policy.config()
         assert loaded.items() == st.items()
     again.close()
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_every_policy_scores_an_empty_store_as_empty(name):
+    """A store with nothing in it has nothing to forget or rank: each policy returns no scores, not an error."""
+    st = MemoryStore(policy=make_policy(name))
+    query = np.ones(DIM) / np.sqrt(DIM)
+    assert np.shape(st.policy.forget_scores(st.view, 0.0)) == (0,)
+    assert np.shape(st.policy.retrieval_scores(st.view, query, 0.0, 0.0)) == (0,)
+    assert st.retrieve(query_embedding=query, k=3) == []

@@ -22,7 +22,13 @@ from memlib.store.protocol import Policy
 
 
 def _minmax(x: np.ndarray) -> np.ndarray:
-    """Min-max normalise to [0, 1]; a constant vector maps to 0.5 (as the GA code does)."""
+    """Min-max normalise to [0, 1]; a constant vector maps to 0.5 (as the GA code does), an empty one to itself.
+
+    >>> _minmax(np.array([2.0, 4.0, 3.0])).tolist(), _minmax(np.array([7.0, 7.0])).tolist(), _minmax(np.array([])).size
+    ([0.0, 1.0, 0.5], [0.5, 0.5], 0)
+    """
+    if not len(x):
+        return np.zeros(0)
     lo, hi = float(np.min(x)), float(np.max(x))
     return np.full(len(x), 0.5) if hi == lo else (x - lo) / (hi - lo)
 
