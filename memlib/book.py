@@ -249,13 +249,48 @@ def literal_roles(html_dir) -> list[str]:
     return bad
 
 
+#: A missing number shown as pandas prints it: a table cell, or a glued value, that reads ``nan``.
+_NAN_CELL = re.compile(r"<td[^>]*>\s*(?:nan|NaN)\s*</td>")
+_NAN_GLUED = re.compile(r'<span class="pasted-text">[^<]*\b(?:nan|NaN)\b[^<]*</span>')
+
+
+def missing_values(html_dir) -> list[str]:
+    """Pages under ``html_dir`` that show a missing number as ``nan`` (should be empty).
+
+    A table shows a cell with no number as a dash (``Styler.format(na_rep="—")``), and a glued
+    sentence says what is missing in words; ``nan`` is pandas' text, not the reader's.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> _ = (d / "a.html").write_text("<table><tr><td>0.25</td><td>nan</td><td>NaN</td></tr></table>")
+    >>> _ = (d / "b.html").write_text('<p>r = <span class="pasted-text">locomo 0.4; realmem nan</span></p>')
+    >>> _ = (d / "c.html").write_text('<td>—</td><p>nan in prose, <span class="pasted-text">finance</span></p>')
+    >>> missing_values(d)
+    ['a.html: 2 table cells read nan', 'b.html: 1 glued value reads nan: locomo 0.4; realmem nan']
+    """
+    html_dir = Path(html_dir)
+    bad = []
+    for page in pages(html_dir, ("*.html",)):
+        text = page.read_text(encoding="utf-8", errors="replace")
+        where = page.relative_to(html_dir)
+        cells = len(_NAN_CELL.findall(text))
+        if cells:
+            bad.append(f"{where}: {cells} table {'cell reads' if cells == 1 else 'cells read'} nan")
+        glued = _NAN_GLUED.findall(text)
+        if glued:
+            shown = " ".join(html.unescape(_TAG.sub("", glued[0])).split())[:80]
+            values = "value reads" if len(glued) == 1 else "values read"
+            bad.append(f"{where}: {len(glued)} glued {values} nan: {shown}")
+    return bad
+
+
 def check_html(html_dir) -> list[str]:
     """Every fault of the book built in ``html_dir`` (should be empty), one line a fault naming its page.
 
     :func:`remote_loads` (anything fetched from another host), then :func:`literal_roles` (roles
-    printed as text).
+    printed as text), then :func:`missing_values` (``nan`` shown to the reader).
     """
-    return remote_loads(html_dir) + literal_roles(html_dir)
+    return remote_loads(html_dir) + literal_roles(html_dir) + missing_values(html_dir)
 
 
 #: The name ``memlib book check`` calls: every check of :func:`check_html` (remote loads of any kind,

@@ -97,6 +97,18 @@ def test_literal_role_detector(tmp_path):
     assert book.literal_roles(tmp_path) == [] and book.check_html(tmp_path) == []
 
 
+def test_book_check_finds_nan_as_pandas_renders_it_and_passes_a_dash(tmp_path):
+    """A table with a missing number, as a chapter displays it: a DataFrame, or a Styler without ``na_rep``."""
+    import numpy as np
+    import pandas as pd
+
+    frame = pd.DataFrame({"mean": [0.25, np.nan], "n": [3, 4]})
+    (tmp_path / "raw.html").write_text(frame.to_html())
+    (tmp_path / "styled.html").write_text(frame.style.format(precision=3).to_html())
+    (tmp_path / "dash.html").write_text(frame.style.format(precision=3, na_rep="—").to_html())
+    assert book.check_html(tmp_path) == ["raw.html: 1 table cell reads nan", "styled.html: 1 table cell reads nan"]
+
+
 def test_book_check_names_a_page_that_prints_a_role(tmp_path, capsys):
     (tmp_path / "index.html").write_text("<p>A clean page.</p>")
     assert cli.main(["book", "check", str(tmp_path)]) == 0
