@@ -220,3 +220,20 @@ def records_with_another_answer():
     records = longmemeval_records()
     records[0]["answer"] = "salmon"
     return records
+
+
+def test_a_result_read_again_outlives_newer_results_written_since(counted, tmp_path):
+    """Pruning goes by last use: the main job's result, read by the book, is not pushed out by a test run's."""
+    study, calls, data = counted
+    study.run(str(data), keep_fraction=0.5)  # the result a reader keeps coming back to
+    (entry,) = (tmp_path / "cache" / "results" / "toy").glob("*.npz")
+    os.utime(entry, ns=(1, 1))  # written long ago
+    study.run(str(data), keep_fraction=0.5)  # read: now the most recently used
+    for i in range(_cache.MAX_ENTRIES - 1):
+        study.run(str(data), keep_fraction=round(0.01 * (i + 1), 2))
+    assert entry.exists()
+    study.run(str(data), keep_fraction=0.5)
+    assert len(calls) == _cache.MAX_ENTRIES  # served: each result computed once
+    study.run(str(data), seed=1)
+    study.run(str(data), seed=2)  # two more writes push the least recently used out, not the one read
+    assert entry.exists() and len(list(entry.parent.glob("*.npz"))) == _cache.MAX_ENTRIES

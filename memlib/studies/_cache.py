@@ -35,8 +35,8 @@ only if it reads back equal to what was computed, so a study whose result holds 
 codec cannot store simply runs uncached.
 
 The cache lives in ``memlib._cachefiles.cache_root() / "results"``, at most
-:data:`MAX_ENTRIES` results per study (older ones are pruned, and only files named as this
-cache names them); ``MEMLIB_RESULT_CACHE=0`` turns it off. With ``MEMLIB_EXPECT_CACHED=1`` a
+:data:`MAX_ENTRIES` results per study (the least recently used are pruned, and only files named as
+this cache names them); ``MEMLIB_RESULT_CACHE=0`` turns it off. With ``MEMLIB_EXPECT_CACHED=1`` a
 result that is not cached is an error (:class:`NotCached`) instead of a computation.
 """
 
@@ -73,8 +73,10 @@ from memlib.studies.data_spec import DataSpec
 IGNORED_PARAMETERS = ("progress",)
 #: Libraries whose version is part of the code version.
 LIBRARIES = ("numpy", "pandas", "torch", "sentence-transformers", "transformers", "scikit-learn", "scipy", "cma")
-#: Results kept per study; older ones (earlier code versions, other parameters) are deleted.
-MAX_ENTRIES = 12
+#: Results kept per study; the least recently used (earlier code versions, other parameters) are deleted.
+#: A test run shares the user's cache and writes many of its own: the main job's results must outlive it,
+#: so reading an entry marks it used (:func:`_touch`), and the limit is several test runs' worth.
+MAX_ENTRIES = 32
 #: The memlib package, whose source the code version hashes.
 PACKAGE = Path(__file__).resolve().parent.parent
 #: How this cache names an entry: the first 32 hex digits of its key. Pruning deletes no other file.
@@ -284,7 +286,9 @@ def cached(name: str, func, corpora: tuple = ()):
             return func(*args, **kwargs)
         if path.is_file():
             try:
-                return load(path)
+                result = load(path)
+                _touch(path)
+                return result
             except Exception as exc:  # a damaged or foreign entry is set aside and recomputed, never fatal
                 set_aside(path, exc)
         if expect_cached():
@@ -337,8 +341,16 @@ def checksum(manifest: bytes, arrays: dict) -> str:
     return h.hexdigest()
 
 
+def _touch(path) -> None:
+    """Mark an entry used now, so :func:`prune` keeps it before entries last used earlier (a read-only cache: no-op)."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+
+
 def prune(study_folder, keep: int = MAX_ENTRIES) -> None:
-    """Delete all but the ``keep`` most recently written results of one study (old code versions).
+    """Delete all but the ``keep`` most recently used results of one study (written or read: old code versions go).
 
     Only this cache's own entries go: regular files named as :data:`ENTRY_NAME`; a folder
     that is a symbolic link (memlib makes none) is left alone.
