@@ -67,11 +67,12 @@ paper:
 ## The test suite: library unit tests, doctests and every notebook in quick mode under nbval: all of it,
 ## the tests marked slow or integration (pyproject.toml) included.
 ## The tests run on TEST_JOBS processes (pytest-xdist), a whole file to one process (--dist loadfile): a notebook's cells
-## run in order in one kernel, and a module's fixtures are built once. The notebooks go first: with the study results
-## not yet cached (a change to memlib's code) they are the longest files, and the long first share out best.
-## TEST_JOBS=1 runs everything in this process.
-TEST_JOBS := $(shell nproc 2>/dev/null || echo 2)
-PYTEST_JOBS = $(if $(filter 1,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadfile)
+## run in order in one kernel, and a module's fixtures are built once. The notebooks go first, in the order given (not
+## xdist's largest-file-first): with the study results not yet cached (a change to memlib's code) they are the longest
+## files, and the long first share out best. TEST_JOBS defaults to the online cores (getconf, which OMP_NUM_THREADS does
+## not change as it does nproc); TEST_JOBS=1 runs everything in this process.
+TEST_JOBS := $(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
+PYTEST_JOBS = $(if $(filter 1,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder)
 test: install
 	$(PY) -m memlib notebooks prepare build/nb --quick
 	$(PY) -m pytest build/nb tests memlib --doctest-modules --nbval-lax --nbval-current-env --durations=30 $(PYTEST_JOBS)

@@ -249,8 +249,8 @@ def literal_roles(html_dir) -> list[str]:
     return bad
 
 
-#: A missing number shown as pandas prints it: a table cell, or a glued value, that reads ``nan``.
-_NAN_CELL = re.compile(r"<td[^>]*>\s*(?:nan|NaN)\s*</td>")
+#: A missing number shown as pandas prints it: a table cell (or index cell), or a glued value, that reads ``nan``.
+_NAN_CELL = re.compile(r"<t([dh])(?:\s[^>]*)?>\s*(?:nan|NaN)\s*</t\1>")
 _NAN_GLUED = re.compile(r'<span class="pasted-text">[^<]*\b(?:nan|NaN)\b[^<]*</span>')
 
 
@@ -262,7 +262,7 @@ def missing_values(html_dir) -> list[str]:
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp())
-    >>> _ = (d / "a.html").write_text("<table><tr><td>0.25</td><td>nan</td><td>NaN</td></tr></table>")
+    >>> _ = (d / "a.html").write_text("<table><tr><th>nan</th><td>0.25</td><td class='data'>NaN</td></tr></table>")
     >>> _ = (d / "b.html").write_text('<p>r = <span class="pasted-text">locomo 0.4; realmem nan</span></p>')
     >>> _ = (d / "c.html").write_text('<td>—</td><p>nan in prose, <span class="pasted-text">finance</span></p>')
     >>> missing_values(d)

@@ -230,8 +230,11 @@ def test_a_result_read_again_outlives_newer_results_written_since(counted, tmp_p
     os.utime(entry, ns=(1, 1))  # written long ago
     study.run(str(data), keep_fraction=0.5)  # read: now the most recently used
     for i in range(_cache.MAX_ENTRIES - 1):
+        before = set(entry.parent.glob("*.npz"))
         study.run(str(data), keep_fraction=round(0.01 * (i + 1), 2))
-    assert entry.exists()
+        (new,) = set(entry.parent.glob("*.npz")) - before
+        os.utime(new, ns=(10 + i, 10 + i))  # written after the entry was first written, before it was read
+    assert entry.exists() and entry.stat().st_mtime_ns > 10**9
     study.run(str(data), keep_fraction=0.5)
     assert len(calls) == _cache.MAX_ENTRIES  # served: each result computed once
     study.run(str(data), seed=1)

@@ -358,9 +358,15 @@ def prune(study_folder, keep: int = MAX_ENTRIES) -> None:
     study_folder = Path(study_folder)
     if study_folder.is_symlink():
         return
-    entries = [p for p in study_folder.iterdir() if ENTRY_NAME.fullmatch(p.name) and not p.is_symlink()]
-    entries = sorted((p for p in entries if p.is_file()), key=lambda p: p.stat().st_mtime_ns, reverse=True)
-    for old in entries[keep:]:
+    used = []
+    for p in study_folder.iterdir():
+        if ENTRY_NAME.fullmatch(p.name) and not p.is_symlink():
+            try:  # another process (a second study, a test worker) may prune the same folder at the same time
+                if p.is_file():
+                    used.append((p.stat().st_mtime_ns, p))
+            except FileNotFoundError:
+                continue
+    for _, old in sorted(used, key=lambda e: e[0], reverse=True)[keep:]:
         old.unlink(missing_ok=True)
 
 
