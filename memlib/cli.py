@@ -32,6 +32,7 @@ DATA_OPTIONS = {
     "dataset": "dataset",
     "limit": "limit",
     "sample": "sample",
+    "histories": "histories",
     "factor_set": "factor_set",
     "embedding": "embedding_setting",
 }
@@ -98,12 +99,13 @@ def _defaults(args) -> int:
     path = None
     if args.write is not None:  # checked before the study runs
         path = Path(args.write or DEFAULTS_PATH)
-        if path.resolve() == Path(DEFAULTS_PATH).resolve() and (args.quick or args.sample is not None):
+        partial = args.quick or args.sample is not None or args.histories is not None
+        if path.resolve() == Path(DEFAULTS_PATH).resolve() and partial:
             raise ParameterError(f"a quick or sampled run does not replace {DEFAULTS_PATH}; pass --write PATH")
         if not path.parent.is_dir():
             raise ParameterError(f"--write {path}: no folder {path.parent}")
         check_target(path)
-    data = DataSpec(quick=args.quick, sample=args.sample)
+    data = DataSpec(quick=args.quick, sample=args.sample, histories=args.histories)
     # the study as chapter 06 (and the main job) runs it, through the result cache: one computation for all three
     measured = STUDIES["defaults"].run(data)
     hs = [defaults.load_corpus(dataclasses.replace(data, dataset=d)) for d in measured.info["datasets"]]
@@ -175,6 +177,13 @@ def _add_data_options(p, prefix: str, dataset_required: bool = False) -> None:
     p.add_argument("--limit", type=int, default=None, help=f"{prefix}only the first N conversations / questions")
     p.add_argument(
         "--sample", type=int, default=None, help=f"{prefix}a seeded random sample of N conversations / questions"
+    )
+    p.add_argument(
+        "--histories",
+        type=int,
+        default=None,
+        help=f"{prefix}at most N histories of each group, evenly spread over its stream (RealMem: a user's "
+        "questions; LoCoMo and LongMemEval hold one history a group)",
     )
     p.add_argument(
         "--factor-set",
@@ -267,7 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
         "a quick or sampled run must name another PATH)",
     )
     d.add_argument("--quick", action="store_true", help="three conversations / questions per dataset")
-    d.add_argument("--sample", type=int, default=None, help="a seeded sample of N histories per dataset")
+    d.add_argument("--sample", type=int, default=None, help="a seeded sample of N groups per dataset")
+    d.add_argument("--histories", type=int, default=None, help="at most N histories of each RealMem user")
     d.add_argument("--json", action="store_true", help="print the held-out headline as JSON")
 
     b = sub.add_parser("book", help="build the book, or check a built one (no remote load, no role printed as text)")

@@ -34,7 +34,15 @@ def test_main_job_runs_every_study_with_its_chapters_parameters():
     import re
     from pathlib import Path
 
-    from memlib.studies import BY_FACTOR_SET, COMPARED, MAIN_SAMPLE, STUDIES, main_job
+    from memlib.studies import (
+        BY_FACTOR_SET,
+        COMPARED,
+        MAIN_HISTORIES,
+        MAIN_HISTORIES_STUDIES,
+        MAIN_SAMPLE,
+        STUDIES,
+        main_job,
+    )
 
     for paper in (False, True):
         stages = main_job(paper=paper)
@@ -48,6 +56,8 @@ def test_main_job_runs_every_study_with_its_chapters_parameters():
         assert by_set == {(s, fs) for s in BY_FACTOR_SET for fs in ("extended", "released")}
         assert dict((n, o) for n, _, o in runs)["oracle-blind"] == ["--factor-set", "all"]  # chapter 03's spec
         assert any("--sample" in o for _, _, o in runs) != paper
+        with_histories = {study for _, study, o in runs if "--histories" in o}
+        assert with_histories == (set() if paper else set(MAIN_HISTORIES_STUDIES))
     # the chapters' sample parameters hold the main job's sample, so the book reads its cached results
     notebooks = Path(__file__).resolve().parent.parent / "notebooks"
     found = 0
@@ -60,6 +70,17 @@ def test_main_job_runs_every_study_with_its_chapters_parameters():
             # make paper runs these studies on every history (main_job(paper=True)): the chapter must read them so
             assert 'os.environ.get("MEMLIB_PAPER") == "1"' in path.read_text(), path.name
     assert found >= 6
+    # so do their histories parameters, wherever a chapter runs a study that reads every RealMem user
+    found = 0
+    for path in sorted(notebooks.glob("*.md")):
+        text = path.read_text()
+        for m in re.finditer(r"^(?:histories|defaults_histories) = (\S+)", text, re.M):
+            found += 1
+            assert m.group(1) == str(MAIN_HISTORIES), (path.name, m.group(0))
+        for study in MAIN_HISTORIES_STUDIES:
+            for call in re.findall(rf'STUDIES\["{study}"\]\.data_spec\((.*?)\)\n', text, re.S):
+                assert "histories=" in call, (path.name, study)
+    assert found >= 3
 
 
 @pytest.mark.slow

@@ -238,6 +238,21 @@ def test_sample_is_seeded_and_keeps_file_order(tmp_path):
         ds.sample(0)
 
 
+def test_spread_histories_keeps_nested_histories_evenly_and_every_question_over_them():
+    sessions = [f"s{i}" for i in range(10)]
+    haystacks = [tuple(sessions[: k + 1]) for k in range(10)] + [tuple(sessions[:5]), ("t0",)]
+    cases = pd.DataFrame({"group": ["u"] * 11 + ["v"], "haystack": haystacks, "case_id": [f"q{i}" for i in range(12)]})
+    ds = D.Dataset("toy", pd.DataFrame(), pd.DataFrame(), cases, [])
+    few = ds.spread_histories(3).cases
+    # u's ten nested histories: the shortest, the middle (two questions ask over it) and the longest; v's one
+    assert few["haystack"].map(len).tolist() == [1, 5, 10, 5, 1]
+    assert few["case_id"].tolist() == ["q0", "q4", "q9", "q10", "q11"]  # file order kept
+    assert ds.spread_histories(10).cases.equals(ds.cases)  # as many as there are: all of them
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ParameterError, match="histories per group must be an integer >= 1"):
+            ds.spread_histories(bad)
+
+
 def test_sessions_sharing_a_minute_do_not_interleave(tmp_path):
     recs = longmemeval_records()[:1]
     recs[0]["haystack_dates"] = [recs[0]["haystack_dates"][0]] * len(recs[0]["haystack_dates"])

@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 from fixtures import HashModel
+from memlib import ParameterError
 from memlib import datasets as D
 
 SHARED = Path(os.environ.get("MEMLIB_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
@@ -243,6 +244,27 @@ def test_the_release_loads_with_the_counts_source_md_gives(monkeypatch):
     assert not gold.merge(ds.sessions, on="session")["label"].str.contains("Enhanced").any()
     for _, case in ds.cases.iterrows():  # every gold turn lies in the question's history
         assert set(ds.turns.iloc[list(case["gold"])]["session"]) <= set(case["haystack"])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not REAL.is_dir(), reason="the shared RealMem copy is not here")
+def test_a_few_histories_of_each_user_reach_from_the_stream_start_to_its_end(monkeypatch):
+    from memlib.studies import DataSpec
+
+    monkeypatch.setenv("MEMLIB_DATA_DIR", str(SHARED))
+    full = D.load("realmem").sample(4)
+    few = DataSpec("realmem", sample=4, histories=8).load_dataset()
+    assert set(few.cases["group"]) == set(full.cases["group"])  # the same users, fewer of their histories
+    for user, cases in full.cases.groupby("group"):
+        lengths = sorted(set(cases["haystack"].map(len)))
+        mine = few.cases[few.cases["group"] == user]
+        kept = sorted(set(mine["haystack"].map(len)))
+        assert len(kept) == 8 < len(lengths)
+        assert kept[0] == lengths[0] and kept[-1] == lengths[-1]  # the first history and the whole stream
+        # every question over a kept history is kept with it, and nothing else
+        assert len(mine) == cases["haystack"].map(len).isin(kept).sum()
+    with pytest.raises(ParameterError, match="histories must be an integer >= 1, got 0"):
+        DataSpec("realmem", histories=0)
 
 
 @pytest.mark.parametrize("factor_set", ["paper", "extended"])

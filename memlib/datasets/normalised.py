@@ -93,6 +93,32 @@ class Dataset:
         pick = np.sort(np.random.default_rng(seed).choice(len(groups), n, replace=False))
         return self.with_cases(self.cases[self.cases["group"].isin({groups[i] for i in pick})])
 
+    def spread_histories(self, n: int) -> Dataset:
+        """Keep at most ``n`` histories of each group, evenly spread over it: the shortest, the longest, and between.
+
+        A group of RealMem (a user) asks its questions inside one stream, each over the history up to
+        its own date, so a user holds a history per question date, nested in one another; a study replays
+        each. This keeps, per group, ``n`` of its distinct histories at evenly spaced ranks by length
+        (and every case over them), so the histories kept still reach from the stream's start to its end.
+        A group of LoCoMo or LongMemEval holds one history: nothing changes.
+
+        >>> h = [("a",), ("a", "b"), ("a", "b", "c"), ("a", "b", "c", "d"), ("x",)]
+        >>> cases = pd.DataFrame({"group": ["u", "u", "u", "u", "v"], "haystack": h})
+        >>> d = Dataset("toy", pd.DataFrame(), pd.DataFrame(), cases, [])
+        >>> d.spread_histories(2).cases["haystack"].map(len).tolist()
+        [1, 4, 1]
+        """
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ParameterError(f"histories per group must be an integer >= 1, got {n!r}")
+        history = self.cases["haystack"].map(tuple)
+        keep = np.zeros(len(self.cases), bool)
+        for _, idx in self.cases.groupby("group", sort=False).indices.items():
+            distinct = sorted(set(history.iloc[idx]), key=lambda h: (len(h), h))
+            ranks = np.unique(np.linspace(0, len(distinct) - 1, min(n, len(distinct))).round().astype(np.int64))
+            chosen = {distinct[i] for i in ranks}
+            keep[idx] = history.iloc[idx].isin(chosen).to_numpy()
+        return self.with_cases(self.cases[keep])
+
     def with_cases(self, cases: pd.DataFrame) -> Dataset:
         """Return a dataset with only these cases (turn and session tables are shared)."""
         return Dataset(

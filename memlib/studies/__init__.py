@@ -34,8 +34,8 @@ the Makefile (``python -m memlib study --list``) and ``python -m memlib sweep`` 
 >>> STUDIES["stream"].parameters[:3]
 ('data', 'budgets', 'ks')
 >>> STUDIES["oracle-blind"].data_spec(dataset="longmemeval_s", quick=True).resolved()
-DataSpec(dataset='longmemeval_s', quick=True, limit=4, sample=None, factor_set='both', embedding_setting='fast',
-         readings=None, quick_limit=4)
+DataSpec(dataset='longmemeval_s', quick=True, limit=4, sample=None, histories=None, factor_set='both',
+         embedding_setting='fast', readings=None, quick_limit=4)
 >>> STUDIES["synthetic"].run.uncached is synthetic.synthetic_confounds
 True
 """
@@ -188,6 +188,12 @@ _cache.register(
 #: that read every corpus; the chapters' ``sample`` / ``compare_sample`` parameters hold the same number);
 #: ``make paper`` reads them all.
 MAIN_SAMPLE = 4
+#: Histories per RealMem user the main job reads (:attr:`~.data_spec.DataSpec.histories`), evenly spread over
+#: the user's stream, in the studies that read every corpus (:data:`MAIN_HISTORIES_STUDIES`): a user asks dozens
+#: of questions inside one stream, and each is a history the studies replay; ``make paper`` reads them all.
+MAIN_HISTORIES = 8
+#: The studies that read RealMem beside the other corpora, and so take ``--histories`` in the main job.
+MAIN_HISTORIES_STUDIES = ("defaults", "transfer", "usage", "need")
 #: The paper's benchmark, shown beside LoCoMo in chapters 03 to 07.
 COMPARE_DATASET = "longmemeval_s"
 #: Studies whose chapter also runs them on :data:`COMPARE_DATASET`.
@@ -208,23 +214,23 @@ def main_job(paper: bool = False) -> list[list[tuple[str, str, list[str]]]]:
     The first two stages embed, one run each with every core (LoCoMo through
     ``factors``, the LongMemEval-S sample through ``paper``), so the last stage's
     runs, which may run side by side, read warm caches. Each run has the parameters its chapter passes, so the
-    book reads the cached results. ``paper``: all questions instead of
-    :data:`MAIN_SAMPLE` (``make paper``).
+    book reads the cached results. ``paper``: all questions and histories instead of
+    :data:`MAIN_SAMPLE` and :data:`MAIN_HISTORIES` (``make paper``).
 
     >>> [[name for name, _, _ in stage] for stage in main_job()][:2]
     [['factors'], ['paper']]
     >>> dict((n, o) for n, _, o in main_job()[-1])["cues"]
     ['--transfer-from', 'longmemeval_s', '--transfer-sample', '4']
+    >>> dict((n, o) for n, _, o in main_job()[-1])["defaults"]
+    ['--sample', '4', '--histories', '8']
     """
     sample = [] if paper else ["--sample", str(MAIN_SAMPLE)]
+    histories = [] if paper else ["--histories", str(MAIN_HISTORIES)]
     special = {
         "oracle-blind": ["--factor-set", "all"],  # chapter 03 shows every factor set of LoCoMo
         "paper": sample,
         "released": sample,
-        "defaults": sample,
-        "transfer": sample,
-        "usage": sample,
-        "need": sample,
+        **{n: [*sample, *histories] for n in MAIN_HISTORIES_STUDIES},
         "cues": ["--transfer-from", COMPARE_DATASET, *([] if paper else ["--transfer-sample", str(MAIN_SAMPLE)])],
     }
     first = ("factors", "paper")
@@ -242,6 +248,8 @@ __all__ = [
     "BY_FACTOR_SET",
     "COMPARED",
     "COMPARE_DATASET",
+    "MAIN_HISTORIES",
+    "MAIN_HISTORIES_STUDIES",
     "MAIN_SAMPLE",
     "QUICK_LIMIT",
     "STUDIES",

@@ -31,7 +31,7 @@ from memlib.studies.data_spec import DataSpec
 #: Quick mode keeps at most this many questions of each corpus (of its first groups; RealMem's users ask ~140 each).
 QUICK_CASES = 40
 #: What :func:`load_corpus` reads of a :class:`~memlib.studies.data_spec.DataSpec`.
-READS = ("dataset", "quick", "limit", "sample", "embedding_setting")
+READS = ("dataset", "quick", "limit", "sample", "histories", "embedding_setting")
 
 
 @dataclass

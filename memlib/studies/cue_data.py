@@ -23,7 +23,7 @@ from memlib.studies.data_spec import LOCOMO, DataSpec
 #: ``is_user`` or by the relative role cue (:meth:`CueData.table`).
 CUE_MODELS = ("cues", "cues_no_position", "cues_user", "cues_relative")
 #: What the cue study reads of its data (:meth:`~.data_spec.DataSpec.reads`): the cues are over the paper set.
-READS = ("dataset", "quick", "limit", "sample", "embedding_setting")
+READS = ("dataset", "quick", "limit", "sample", "histories", "embedding_setting")
 
 
 @dataclass

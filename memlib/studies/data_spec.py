@@ -1,7 +1,8 @@
 """What a study reads, as one object: :class:`DataSpec`, its quick rule and its loader.
 
 A real-data study reads a dataset (a name of :data:`memlib.datasets.DATASETS` or a path), all of
-it or part of it (``limit``: the first groups; ``sample``: a seeded sample of them), annotated with
+it or part of it (``limit``: the first groups; ``sample``: a seeded sample of them; ``histories``: at
+most so many of each group's histories, for RealMem, whose users ask many questions inside one stream), annotated with
 one factor set under one embedding setting. Quick mode is one rule, :meth:`DataSpec.resolved`: the
 first :data:`QUICK_LIMIT` groups (or ``limit``), whatever sample was asked for, so that every
 quick run of a dataset reads the same groups and the embedding cache one fills serves the others.
@@ -9,8 +10,8 @@ quick run of a dataset reads the same groups and the embedding cache one fills s
 :func:`~._common.quick_splits`.) :meth:`DataSpec.load` is the one loader.
 
 >>> DataSpec("locomo", quick=True, sample=8).resolved()
-DataSpec(dataset='locomo', quick=True, limit=4, sample=None, factor_set='paper', embedding_setting='fast',
-         readings=None, quick_limit=4)
+DataSpec(dataset='locomo', quick=True, limit=4, sample=None, histories=None, factor_set='paper',
+         embedding_setting='fast', readings=None, quick_limit=4)
 >>> DataSpec("locomo", limit=2, sample=3)
 Traceback (most recent call last):
 ...
@@ -52,6 +53,12 @@ class DataSpec:
         The first ``limit`` groups (conversations or questions).
     sample : int, optional
         A seeded random sample of ``sample`` groups (:meth:`memlib.datasets.Dataset.sample`).
+    histories : int, optional
+        At most ``histories`` histories of each group, evenly spread over its stream
+        (:meth:`memlib.datasets.Dataset.spread_histories`): a RealMem user asks each question over
+        the stream up to its date, so a user holds dozens of nested histories, each replayed by the
+        studies that read every corpus. LoCoMo and LongMemEval hold one history a group. The main
+        job (``make``) reads a few of each sampled user's; ``make paper`` all of them.
     factor_set : str
         ``paper``, ``extended`` or ``released`` (:data:`memlib.factors.ALL_FACTOR_SETS`); a study
         that runs several also takes ``both`` or ``all`` (:data:`FACTOR_SET_GROUPS`).
@@ -68,6 +75,7 @@ class DataSpec:
     quick: bool = False
     limit: int | None = None
     sample: int | None = None
+    histories: int | None = None
     factor_set: str = "paper"
     embedding_setting: str = "fast"
     readings: dict | None = None
@@ -89,7 +97,7 @@ class DataSpec:
             raise ParameterError(f"quick must be True or False, got {self.quick!r}")
         object.__setattr__(self, "quick", bool(self.quick))
         check_int("quick_limit", self.quick_limit, minimum=1)
-        for name in ("limit", "sample"):
+        for name in ("limit", "sample", "histories"):
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, check_int(name, getattr(self, name), minimum=1))
         if self.limit is not None and self.sample is not None:
@@ -170,6 +178,8 @@ class DataSpec:
             ds = ds.limit(spec.limit)
         if spec.sample is not None:
             ds = ds.sample(spec.sample)
+        if spec.histories is not None:
+            ds = ds.spread_histories(spec.histories)
         return ds
 
     def load(self, progress: bool = False, regimes=REGIMES):

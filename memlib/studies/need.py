@@ -244,7 +244,7 @@ def need_study(
     data: DataSpec = EACH, datasets: str = ",".join(DATASETS), seed: int = 0, progress: bool = False
 ) -> NeedResult:
     """Measure what each corpus's own references say about its users' need (see the module docstring)."""
-    data = DataSpec.of(data).reads("need", "quick", "limit", "sample", "embedding_setting")
+    data = DataSpec.of(data).reads("need", "quick", "limit", "sample", "histories", "embedding_setting")
     names = [d.strip() for d in str(datasets).split(",") if d.strip()]
     if not names:
         raise ParameterError(f"datasets must name at least one dataset, got {datasets!r}")

@@ -57,7 +57,7 @@ VARIANTS = (ZERO, REPLAYED, SHUFFLED)
 IN_DOMAIN, ACROSS = "in_domain", "across"
 EVALUATIONS = (IN_DOMAIN, ACROSS)
 #: What the study reads of its data (:meth:`~memlib.studies.data_spec.DataSpec.reads`): the paper set, blind.
-READS = ("quick", "limit", "sample", "embedding_setting")
+READS = ("quick", "limit", "sample", "histories", "embedding_setting")
 #: What the study reads of each corpus unless told: all of it (quick mode: two groups, as ``transfer``).
 DATA = DataSpec(quick_limit=QUICK_GROUPS)
 
