@@ -206,6 +206,26 @@ def _data_given(args) -> dict:
     return {field: getattr(args, name) for name, field in DATA_OPTIONS.items() if getattr(args, name) is not None}
 
 
+def _add_defaults_parser(sub) -> None:
+    """Add the ``defaults`` subcommand to the subparsers ``sub``."""
+    d = sub.add_parser(
+        "defaults", help="measure the store's defaults on held-out histories and write memlib/defaults.json"
+    )
+    d.add_argument(
+        "--write",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="PATH",
+        help="write the defaults file (default: the one the library reads, memlib/defaults.json; "
+        "a quick or sampled run must name another PATH)",
+    )
+    d.add_argument("--quick", action="store_true", help="three conversations / questions per dataset")
+    d.add_argument("--sample", type=int, default=None, help="a seeded sample of N groups per dataset")
+    d.add_argument("--histories", type=int, default=None, help="at most N histories of each RealMem user")
+    d.add_argument("--json", action="store_true", help="print the held-out headline as JSON")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the ``python -m memlib`` parser with its subcommands."""
     p = argparse.ArgumentParser(prog="python -m memlib", description=__doc__.splitlines()[0])
@@ -263,22 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     w.add_argument("--out", default="results/sweeps", help="folder for executed notebooks and the table")
 
-    d = sub.add_parser(
-        "defaults", help="measure the store's defaults on held-out histories and write memlib/defaults.json"
-    )
-    d.add_argument(
-        "--write",
-        nargs="?",
-        const="",
-        default=None,
-        metavar="PATH",
-        help="write the defaults file (default: the one the library reads, memlib/defaults.json; "
-        "a quick or sampled run must name another PATH)",
-    )
-    d.add_argument("--quick", action="store_true", help="three conversations / questions per dataset")
-    d.add_argument("--sample", type=int, default=None, help="a seeded sample of N groups per dataset")
-    d.add_argument("--histories", type=int, default=None, help="at most N histories of each RealMem user")
-    d.add_argument("--json", action="store_true", help="print the held-out headline as JSON")
+    _add_defaults_parser(sub)
 
     b = sub.add_parser("book", help="build the book, or check a built one (no remote load, no role printed as text)")
     b.add_argument("action", choices=["build", "check"])

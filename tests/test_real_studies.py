@@ -282,6 +282,7 @@ def test_a_data_spec_resolves_quick_mode_once():
         ({"limit": 0}, "limit must be an integer >= 1, got 0"),
         ({"sample": -2}, "sample must be an integer >= 1, got -2"),
         ({"sample": 2.5}, "sample must be an integer >= 1, got 2.5"),
+        ({"histories": 0}, "histories must be an integer >= 1, got 0"),
         ({"limit": 2, "sample": 3}, "pass limit or sample, not both (limit=2, sample=3)"),
         ({"quick": "yes"}, "quick must be True or False, got 'yes'"),
         ({"factor_set": "table1"}, "unknown factor_set 'table1'"),
@@ -309,6 +310,8 @@ def test_a_study_refuses_data_it_does_not_read():
         STUDIES["released"].run.uncached(STUDIES["released"].data_spec(embedding_setting="int8"))
     with pytest.raises(ParameterError, match="the stream study reads no readings"):
         STUDIES["stream"].run.uncached(DataSpec("locomo", readings={"order": "time"}))
+    with pytest.raises(ParameterError, match="the paper study reads no histories .*, got 2"):
+        STUDIES["paper"].run.uncached(DataSpec("longmemeval_s", histories=2))
     with pytest.raises(ParameterError, match="factor_set 'both' names several sets; load one at a time"):
         DataSpec("locomo", factor_set="both").load()
     with pytest.raises(ParameterError, match="the synthetic study reads no data"):
