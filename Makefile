@@ -28,7 +28,7 @@ $(STAMP): requirements.txt pyproject.toml
 # chapter 08; the LongMemEval-S side of chapters 03 to 07; the defaults study of chapter 06; the cue
 # study's transfer in chapter 09) it reads a seeded sample of 4 questions (memlib.studies.MAIN_SAMPLE,
 # the same questions everywhere, so a fresh clone embeds those haystacks once), and of each sampled
-# RealMem user 8 of the histories its questions end, spread over its stream (memlib.studies.MAIN_HISTORIES:
+# RealMem user 24 of the histories its questions end, spread over its stream (memlib.studies.MAIN_HISTORIES:
 # a user asks dozens of questions inside one stream, each a history the defaults, transfer, usage and need
 # studies replay). `make paper` runs them, and the book, on all of them (MEMLIB_PAPER=1 tells the chapters).
 STUDY_JOBS := 2
