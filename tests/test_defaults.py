@@ -261,6 +261,17 @@ def test_the_defaults_study_leaves_each_corpus_out_and_its_own_choice_never_read
     head = m.headline.set_index(["dataset", "metric", "config"])["mean"]
     for d in "abc":  # the gold is what a cue value can learn elsewhere: it keeps more than the paper's eq. 3
         assert head[(d, "retention", "defaults")] > head[(d, "retention", "paper eq. 3")]
+    # the adaptation rows describe the adaptive store, whichever rule was shipped: the best adaptive candidate
+    adaptive = m.info["adaptive"]
+    assert adaptive["rule"] == "adaptive" and adaptive == D.best_adaptive(
+        m.table.rename(columns={"mean": "value"}).query("part == 'forgetting' and metric == 'retention'")
+    )
+    cand = m.table.set_index(["part", "dataset", "split", "metric", *D.FORGET_KEYS])["mean"]
+    for d in "abc":
+        key = ("forgetting", d, "held_out", "retention", *(adaptive[k] for k in D.FORGET_KEYS))
+        assert head[(d, "retention", "adaptive store")] == pytest.approx(cand[key])
+        gain = head[(d, "retention", "adaptive store")] - head[(d, "retention", "prior only")]
+        assert head[(d, "retention", "gain over prior")] == pytest.approx(gain)
     held = m.table[(m.table["part"] == "forgetting") & (m.table["split"] == "held_out")]
     assert sorted(zip(held["dataset"].unique(), held["trained_on"].unique())) == [
         ("a", "b+c"),

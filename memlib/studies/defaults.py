@@ -167,7 +167,8 @@ class DefaultsResult:
         paper's ``paper eq. 3`` (its seven factors learned by Algorithm 1 on the other corpora,
         ``beta = 1``, its retrieval weights) and of ``first in, first out`` (the oldest turn goes
         first, retrieval by similarity: MemGPT's eviction, and MemoryBank's when nothing is
-        retrieved).
+        retrieved); and the :data:`ADAPTATION` rows (retention) of the adaptive configuration
+        :func:`best_adaptive` chose (``info["adaptive"]``), beside its prior.
     info : dict
     """
 
@@ -324,19 +325,40 @@ def _headline_rows(h, values, src, forget, chosen, keep_fraction) -> list[pd.Dat
     return out
 
 
-#: The headline's rows on what the adaptive store adds: its prior, the placebo, the value learned in domain,
-#: and the paired gains over the prior.
-ADAPTATION = ("prior only", "placebo", "in domain", "gain over prior", "placebo gain over prior")
+#: The headline's rows on what the adaptive store adds (:func:`best_adaptive`, whether or not it is the one
+#: shipped): its retention, its prior, the placebo, the value learned in domain, and the paired gains over the prior.
+ADAPTATION = ("adaptive store", "prior only", "placebo", "in domain", "gain over prior", "placebo gain over prior")
+
+
+def best_adaptive(forget: pd.DataFrame) -> dict:
+    """Return the adaptive configuration whose worst held-out corpus keeps the most gold (rows of ``forget``).
+
+    What the headline's :data:`ADAPTATION` rows describe: the shipped configuration when the
+    defaults study ships the adaptive store, and the best adaptive candidate when it ships another
+    rule (a small sample can choose another), so the rows always say what the adaptive store adds.
+
+    >>> f = pd.DataFrame({"split": "held_out", "rule": ["adaptive"] * 4 + ["value"] * 2, "value_model": "cues",
+    ...     "beta": 0.0, "value_scale": [1.0, 1.0, 2.0, 2.0, 0.0, 0.0], "dataset": ["x", "y"] * 3,
+    ...     "value": [0.9, 0.3, 0.5, 0.5, 0.8, 0.8]})
+    >>> best_adaptive(f)
+    {'value_model': 'cues', 'rule': 'adaptive', 'beta': 0.0, 'value_scale': 2.0}
+    """
+    held = forget[(forget["split"] == "held_out") & (forget["rule"] == "adaptive")]
+    means = held.groupby(["dataset", *FORGET_KEYS], sort=False)["value"].mean().rename("mean").reset_index()
+    best = _worst_case(means, FORGET_KEYS)
+    return {"value_model": str(best["value_model"]), "rule": "adaptive", "beta": float(best["beta"])} | {
+        "value_scale": float(best["value_scale"])
+    }
 
 
 def _adaptation_rows(h, values, values_in_domain, forget, ship, keep_fraction, seed) -> list[pd.DataFrame]:
-    """Corpus ``h`` held out, the shipped configuration beside its prior, a placebo and the value learned in domain.
+    """Corpus ``h`` held out, the adaptive configuration ``ship`` beside its prior, a placebo and the in-domain value.
 
-    ``prior only`` drops the lowest value first with the same value (what the adaptive store does
-    until its user's references say otherwise); ``placebo`` replays the shipped configuration on the
-    corpus with its user turns shuffled in time (:meth:`~.corpora.Corpus.shuffled_references`);
-    ``in domain`` replays it with the value learned on ``h`` itself (a reference, not a held-out
-    figure). The two gains are paired differences, case by case.
+    ``adaptive store`` is ``ship`` (:func:`best_adaptive`); ``prior only`` drops the lowest value first
+    with the same value (what the adaptive store does until its user's references say otherwise);
+    ``placebo`` replays ``ship`` on the corpus with its user turns shuffled in time
+    (:meth:`~.corpora.Corpus.shuffled_references`); ``in domain`` replays it with the value learned
+    on ``h`` itself (a reference, not a held-out figure). The two gains are paired differences, case by case.
     """
     cols = ["dataset", "config", "metric", "value", "group"]
     held_out = forget[(forget["split"] == "held_out") & (forget["dataset"] == h.name)]
@@ -349,7 +371,7 @@ def _adaptation_rows(h, values, values_in_domain, forget, ship, keep_fraction, s
     policy = policy_of(ship["rule"], ship["beta"], ship["value_scale"])
     value = values[ship["value_model"]]
     placebo = retention_per_case(h.cases, kept(h.shuffled_references(seed), value, policy, keep_fraction))
-    parts = {"prior only": prior, "placebo": placebo}
+    parts = {"adaptive store": shipped["value"].to_numpy(), "prior only": prior, "placebo": placebo}
     if values_in_domain is not None:
         own = values_in_domain[ship["value_model"]]
         parts["in domain"] = retention_per_case(h.cases, kept(h, own, policy, keep_fraction))
@@ -387,11 +409,11 @@ def defaults_study_on(
     forget = pd.concat(forget, ignore_index=True)
     chosen, retr = _choices(forget, plan, by_name, values, keep_fraction)
     head = []
-    ship = chosen.set_index("choice").loc["shipped"]
+    adaptive = best_adaptive(forget)
     for src, t in plan["held_out"]:
         head += _headline_rows(by_name[t], values[src], src, forget, chosen, keep_fraction)
         own = values.get((t,))
-        head += _adaptation_rows(by_name[t], values[src], own, forget, ship, keep_fraction, seed)
+        head += _adaptation_rows(by_name[t], values[src], own, forget, adaptive, keep_fraction, seed)
     headline = grouped_summary(pd.concat(head, ignore_index=True), ["dataset", "metric", "config"], 1000, seed)
     fkeys = ["part", "dataset", "trained_on", "split", *FORGET_KEYS, "metric"]
     rkeys = ["part", "choice", "dataset", "trained_on", "split", *FORGET_KEYS, *MIX_KEYS, "metric"]
@@ -404,6 +426,7 @@ def defaults_study_on(
         "questions": {h.name: int(h.cases.n_cases) for h in hs},
         "histories": {h.name: int(h.cases.n_haystacks) for h in hs},
         "groups": {h.name: int(len(np.unique(h.cases.groups))) for h in hs},
+        "adaptive": adaptive,
     }
     return DefaultsResult(table.reset_index(drop=True), chosen, headline, info)
 
@@ -432,6 +455,7 @@ __all__ = [
     "DefaultsResult",
     "FACTORS",
     "PAPER",
+    "best_adaptive",
     "defaults_study",
     "defaults_study_on",
     "policy_of",
