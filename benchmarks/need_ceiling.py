@@ -40,11 +40,11 @@ def main() -> None:
     from memlib.feature_fits import fit_cue_value
     from memlib.learning import retention_mass
     from memlib.metrics import grouped_summary
-    from memlib.store import AdaptivePolicy, ValuePolicy, make_policy
+    from memlib.store import AdaptivePolicy, make_policy
     from memlib.store.policies import default_policy
     from memlib.studies.corpora import kept, load_corpus, retention_per_case
     from memlib.studies.data_spec import DataSpec
-    from memlib.studies.defaults import DATASETS
+    from memlib.studies.defaults import DATASETS, policy_of
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sample", type=int, default=None, help="a seeded sample of groups of each corpus (default: all)")
@@ -76,12 +76,12 @@ def main() -> None:
             return self.b
 
     configs = {
-        "drop lowest value (prior)": ValuePolicy(keep_top_value=True, value_weight=0.0, mood_weight=0.0, beta=1.0),
+        "drop lowest value (prior)": policy_of("value"),
         f"adaptive as shipped (z={z:g})": Recorded(value_scale=scale, z=z, value_weight=0.0, mood_weight=0.0),
         "adaptive, point estimate (z=0)": AdaptivePolicy(value_scale=scale, z=0.0, value_weight=0.0, mood_weight=0.0),
         **{f"fixed b={b:g}": FixedExponent(b) for b in FIXED},
         "first in, first out": make_policy("memgpt_fifo"),
-        "eq. 3, beta=1": ValuePolicy(beta=1.0, value_weight=0.0, mood_weight=0.0, keep_top_value=False),
+        "eq. 3, beta=1": policy_of("eq3", 1.0),
     }
     t0 = time.perf_counter()
     spec = DataSpec(sample=args.sample)

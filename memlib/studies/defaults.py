@@ -346,36 +346,39 @@ def best_adaptive(forget: pd.DataFrame) -> dict:
     held = forget[(forget["split"] == "held_out") & (forget["rule"] == "adaptive")]
     means = held.groupby(["dataset", *FORGET_KEYS], sort=False)["value"].mean().rename("mean").reset_index()
     best = _worst_case(means, FORGET_KEYS)
-    return {"value_model": str(best["value_model"]), "rule": "adaptive", "beta": float(best["beta"])} | {
-        "value_scale": float(best["value_scale"])
+    return {
+        "value_model": str(best["value_model"]),
+        "rule": "adaptive",
+        "beta": float(best["beta"]),
+        "value_scale": float(best["value_scale"]),
     }
 
 
-def _adaptation_rows(h, values, values_in_domain, forget, ship, keep_fraction, seed) -> list[pd.DataFrame]:
-    """Corpus ``h`` held out, the adaptive configuration ``ship`` beside its prior, a placebo and the in-domain value.
+def _adaptation_rows(h, values, values_in_domain, forget, adaptive, keep_fraction, seed) -> list[pd.DataFrame]:
+    """Corpus ``h`` held out, the configuration ``adaptive`` beside its prior, a placebo and the in-domain value.
 
-    ``adaptive store`` is ``ship`` (:func:`best_adaptive`); ``prior only`` drops the lowest value first
+    ``adaptive store`` is ``adaptive`` (:func:`best_adaptive`); ``prior only`` drops the lowest value first
     with the same value (what the adaptive store does until its user's references say otherwise);
-    ``placebo`` replays ``ship`` on the corpus with its user turns shuffled in time
+    ``placebo`` replays ``adaptive`` on the corpus with its user turns shuffled in time
     (:meth:`~.corpora.Corpus.shuffled_references`); ``in domain`` replays it with the value learned
     on ``h`` itself (a reference, not a held-out figure). The two gains are paired differences, case by case.
     """
     cols = ["dataset", "config", "metric", "value", "group"]
     held_out = forget[(forget["split"] == "held_out") & (forget["dataset"] == h.name)]
 
-    prior = held_out[(held_out["value_model"] == ship["value_model"]) & (held_out["rule"] == "value")]
+    prior = held_out[(held_out["value_model"] == adaptive["value_model"]) & (held_out["rule"] == "value")]
     prior = prior["value"].to_numpy()
-    shipped = held_out
+    mine = held_out
     for k in FORGET_KEYS:
-        shipped = shipped[shipped[k] == ship[k]]
-    policy = policy_of(ship["rule"], ship["beta"], ship["value_scale"])
-    value = values[ship["value_model"]]
+        mine = mine[mine[k] == adaptive[k]]
+    policy = policy_of(adaptive["rule"], adaptive["beta"], adaptive["value_scale"])
+    value = values[adaptive["value_model"]]
     placebo = retention_per_case(h.cases, kept(h.shuffled_references(seed), value, policy, keep_fraction))
-    parts = {"adaptive store": shipped["value"].to_numpy(), "prior only": prior, "placebo": placebo}
+    parts = {"adaptive store": mine["value"].to_numpy(), "prior only": prior, "placebo": placebo}
     if values_in_domain is not None:
-        own = values_in_domain[ship["value_model"]]
+        own = values_in_domain[adaptive["value_model"]]
         parts["in domain"] = retention_per_case(h.cases, kept(h, own, policy, keep_fraction))
-    parts["gain over prior"] = shipped["value"].to_numpy() - prior
+    parts["gain over prior"] = mine["value"].to_numpy() - prior
     parts["placebo gain over prior"] = placebo - prior
     return [_frame(h, "forgetting", {}, "retention", v).assign(config=k)[cols] for k, v in parts.items()]
 

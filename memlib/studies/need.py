@@ -27,7 +27,7 @@ from memlib._checks import ParameterError
 from memlib.metrics import paired_bootstrap
 from memlib.references import LAG_EDGES, N_BINS, THRESHOLD, Need, count_references, lag_bins
 from memlib.store.replay import session_ends
-from memlib.studies.corpora import Corpus, load_corpus
+from memlib.studies.corpora import READS, Corpus, load_corpus
 from memlib.studies.data_spec import EACH, DataSpec
 from memlib.studies.defaults import Z
 
@@ -244,7 +244,7 @@ def need_study(
     data: DataSpec = EACH, datasets: str = ",".join(DATASETS), seed: int = 0, progress: bool = False
 ) -> NeedResult:
     """Measure what each corpus's own references say about its users' need (see the module docstring)."""
-    data = DataSpec.of(data).reads("need", "quick", "limit", "sample", "histories", "embedding_setting")
+    data = DataSpec.of(data).reads("need", *READS[1:])  # what load_corpus reads of each corpus
     names = [d.strip() for d in str(datasets).split(",") if d.strip()]
     if not names:
         raise ParameterError(f"datasets must name at least one dataset, got {datasets!r}")
