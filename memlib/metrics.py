@@ -244,7 +244,7 @@ class StableOrderEvaluator:
         G, N, _ = cases.factors.shape
         self._N = N
         self.real = np.arange(N)[None, :] < cases.length[:, None]
-        self._F = cases.factors.astype(np.float64)
+        self._F = np.ascontiguousarray(np.moveaxis(cases.factors, -1, 0), dtype=np.float64)  # (7, G, N): columns stream
         self._gold_h = cases.case_haystack[cases.gold_case]
         self._has_gold = cases.n_gold > 0
 
@@ -259,13 +259,37 @@ class StableOrderEvaluator:
         cs = self.cases
         if s.shape[1] == 0:
             return np.full(cs.n_cases, np.nan)
-        order = np.argsort(np.where(self.real, -s, np.inf), axis=1, kind="stable")
-        rank = np.empty_like(order)
-        np.put_along_axis(rank, order, np.arange(s.shape[1])[None, :].repeat(len(s), axis=0), axis=1)
-        kept = rank[self._gold_h, cs.gold_pos] < self.k[self._gold_h]
+        key = np.where(self.real, -s, np.inf)
+        kept = self._kept_gold(key) if not np.isnan(key).any() else self._kept_gold_sorted(key)
         n_kept = np.bincount(cs.gold_case, weights=kept, minlength=cs.n_cases)
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(self._has_gold, n_kept / cs.n_gold, np.nan)
+
+    def _kept_gold(self, key: np.ndarray) -> np.ndarray:
+        """Whether each gold turn ranks below ``k`` in a stable ascending sort of ``key`` (no NaN), unsorted.
+
+        With ``t`` the ``k``-th smallest key of a row, a turn below ``t`` is kept, one above is not, and one
+        equal to ``t`` is kept while the keys below ``t`` and the equal ones up to it number at most ``k``.
+        """
+        t = np.full(len(key), -np.inf)  # rows that keep nothing: no key is below -inf, none is kept
+        for k in np.unique(self.k[self.k > 0]):
+            rows = np.flatnonzero(self.k == k)
+            t[rows] = np.partition(key[rows], k - 1, axis=1)[:, k - 1]
+        h, p = self._gold_h, self.cases.gold_pos
+        gk, gt = key[h, p], t[h]
+        kept = gk < gt
+        tie = np.flatnonzero((gk == gt) & (self.k[h] > 0))
+        if len(tie):
+            rows, at = np.unique(h[tie], return_inverse=True)
+            n_below = np.count_nonzero(key[rows] < t[rows, None], axis=1)
+            n_equal = np.cumsum(key[rows] == t[rows, None], axis=1)  # equal keys up to each position
+            kept[tie] = n_below[at] + n_equal[at, p[tie]] <= self.k[h[tie]]
+        return kept
+
+    def _kept_gold_sorted(self, key: np.ndarray) -> np.ndarray:
+        """:meth:`_kept_gold` by a stable sort, for keys with NaN (sorted last, after the padding)."""
+        rank = np.argsort(np.argsort(key, axis=1, kind="stable"), axis=1)  # the inverse permutation
+        return rank[self._gold_h, self.cases.gold_pos] < self.k[self._gold_h]
 
     def mean(self, scores) -> float:
         """Mean retention over cases that have gold."""
@@ -276,7 +300,7 @@ class StableOrderEvaluator:
 
     def scores(self, w) -> np.ndarray:
         """Return the value ``sum_i w_i f_i``, in factor order in float64 (:func:`~memlib.value.linear_score`)."""
-        return linear_score(self._F, np.asarray(w, dtype=np.float64))
+        return linear_score(np.moveaxis(self._F, 0, -1), np.asarray(w, dtype=np.float64))
 
     def objective(self, w) -> float:
         """Mean retention of the linear value with weights ``w``."""

@@ -143,11 +143,41 @@ def old_padded_scores(ev, w):
 
 
 def old_stable_scores(ev, w):
-    w = np.asarray(w, dtype=np.float64)
-    s = np.zeros(ev._F.shape[:2])
-    for j in range(ev._F.shape[2]):
-        s = s + ev._F[..., j] * w[j]
+    w, F = np.asarray(w, dtype=np.float64), ev.cases.factors.astype(np.float64)
+    s = np.zeros(F.shape[:2])
+    for j in range(F.shape[2]):
+        s = s + F[..., j] * w[j]
     return s
+
+
+def stable_rank_retention(cs, scores, k):
+    """Slow reference of the released rule: each haystack's turns in a stable sort, best first; keep ``k``."""
+    out = []
+    for c in range(cs.n_cases):
+        h = cs.case_haystack[c]
+        gold = np.flatnonzero(cs.gold_mask(c))
+        real = [i for i in range(cs.length[h]) if not np.isnan(scores[h, i])]
+        nan = [i for i in range(cs.length[h]) if np.isnan(scores[h, i])]
+        # the padding of the row (never gold) sorts after every real score and before a NaN one
+        order = sorted(real, key=lambda i: -scores[h, i]) + [-1] * (scores.shape[1] - cs.length[h]) + nan
+        out.append(len(set(order[: k[h]]) & set(gold.tolist())) / len(gold) if len(gold) else np.nan)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("keep_fraction", [0.05, 0.3, 0.5, 0.9])
+@pytest.mark.parametrize("cut", ["floor", "ceil"])
+def test_stable_evaluator_is_the_stable_sort_rank_on_shared_haystacks_with_ties_and_infinities(keep_fraction, cut):
+    from memlib.metrics import StableOrderEvaluator
+
+    rng = np.random.default_rng(5)
+    cs = random_caseset(rng, shared=True)
+    ev = StableOrderEvaluator(cs, keep_fraction, cut)
+    scores = ev.scores(rng.integers(0, 2, 7).astype(float))  # coarse: many ties at the cut
+    for extreme in (None, -np.inf, np.inf, np.nan):
+        s = scores.copy()
+        if extreme is not None:
+            s[rng.random(s.shape) < 0.2] = extreme
+        np.testing.assert_array_equal(ev.per_case(s), stable_rank_retention(cs, s, ev.k))
 
 
 @pytest.mark.parametrize("signed", [False, True])
