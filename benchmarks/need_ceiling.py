@@ -11,6 +11,10 @@ corpora, as the defaults study learns it; keep 30%, blind):
   for every stream and every consolidation. The best fixed ``b`` per corpus is chosen with the
   gold labels: it is a ceiling for this form of the need term, not a configuration anyone can
   ship;
+* **a stricter interval**: the same store with ``z`` of :data:`STRICTER`, so that it moves away
+  from its prior only on stronger evidence;
+* **a placebo** of each estimating store: the corpus with its user turns shuffled in time, as
+  the defaults study's placebo (it must keep what the prior keeps);
 * **what the estimate reads**: the share of consolidations at which the stream's exponent was
   above 0, and its quartiles there.
 
@@ -34,6 +38,9 @@ import pandas as pd
 
 #: The fixed exponents the ceiling is taken over.
 FIXED = (0.25, 0.5, 1.0, 2.0)
+#: Stricter intervals beside the shipped one: how much of each corpus's gain (or loss) is
+#: the consolidations whose evidence is weakest (``z = 3`` is about a 99.7% interval).
+STRICTER = (3.0, 4.0)
 
 
 def main() -> None:
@@ -79,6 +86,11 @@ def main() -> None:
         "drop lowest value (prior)": policy_of("value"),
         f"adaptive as shipped (z={z:g})": Recorded(value_scale=scale, z=z, value_weight=0.0, mood_weight=0.0),
         "adaptive, point estimate (z=0)": AdaptivePolicy(value_scale=scale, z=0.0, value_weight=0.0, mood_weight=0.0),
+        **{
+            f"adaptive, stricter (z={s:g})": AdaptivePolicy(value_scale=scale, z=s, value_weight=0.0, mood_weight=0.0)
+            for s in STRICTER
+            if s != z
+        },
         **{f"fixed b={b:g}": FixedExponent(b) for b in FIXED},
         "first in, first out": make_policy("memgpt_fifo"),
         "eq. 3, beta=1": policy_of("eq3", 1.0),
@@ -91,10 +103,16 @@ def main() -> None:
         train = [c for name, c in corpora.items() if name != held_out]
         value = fit_cue_value([(c.cues, c.cases.length, retention_mass(c.cases)) for c in train], interactions=True)
         seen.clear()
+        placebo = h.shuffled_references(0)  # the defaults study's placebo, seed 0
         for label, policy in configs.items():
             r = retention_per_case(h.cases, kept(h, value, policy, args.keep))  # as the defaults study scores it
             rows.append(pd.DataFrame({"dataset": held_out, "config": label, "value": r, "group": h.cases.groups}))
-        b = np.asarray(seen)
+        b = np.asarray(seen)  # read before the placebo replays record theirs
+        for label, policy in configs.items():
+            if isinstance(policy, AdaptivePolicy) and not isinstance(policy, FixedExponent):
+                r = retention_per_case(h.cases, kept(placebo, value, policy, args.keep))
+                frame = {"dataset": held_out, "config": f"placebo of {label}", "value": r, "group": h.cases.groups}
+                rows.append(pd.DataFrame(frame))
         above = b[b > 0]
         exponents[held_out] = {
             "consolidations": int(len(b)),
@@ -102,7 +120,7 @@ def main() -> None:
             "quartiles_above_0": np.quantile(above, [0.25, 0.5, 0.75]).round(2).tolist() if len(above) else None,
         }
     table = grouped_summary(pd.concat(rows, ignore_index=True), ["dataset", "config"], 1000, 0)
-    wide = table.pivot(index="config", columns="dataset", values="mean").reindex(list(configs))
+    wide = table.pivot(index="config", columns="dataset", values="mean").reindex(table["config"].unique())
     print(
         json.dumps(
             {
