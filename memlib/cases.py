@@ -70,6 +70,10 @@ class CaseSet:
         C = len(self.case_haystack)
         if self.time.shape != (G, N) or self.length.shape != (G,):
             raise ParameterError("time must be (G, N) and length (G,) for factors of shape (G, N, 7)")
+        bad = np.flatnonzero((self.length < 0) | (self.length > N))
+        if len(bad):
+            h = int(bad[0])
+            raise ParameterError(f"haystack {h}: length {self.length[h]} is outside [0, {N}], the padded width")
         if self.keys is None:
             object.__setattr__(self, "keys", np.asarray(self.case_ids))
         if len(self.case_ids) != C or len(self.groups) != C or len(self.keys) != C:

@@ -202,3 +202,9 @@ def test_recency_and_single_factor_scores():
     cs = CaseSet.from_cases([F], [np.array([3.0, 1.0, 2.0])], gold=[[1]])
     assert retention(cs, policy_scores("self_only", cs), 0.3).tolist() == [1.0]
     assert retention(cs, policy_scores("recency_only", cs), 0.3).tolist() == [0.0]
+
+
+def test_a_haystack_longer_than_its_padded_width_is_refused():
+    cs = CaseSet.from_cases([np.zeros((3, 7))], [np.zeros(3)], gold=[[0]])
+    with pytest.raises(ParameterError, match=r"haystack 0: length 6 is outside \[0, 3\], the padded width"):
+        CaseSet(cs.factors, cs.time, np.array([6]), cs.case_haystack, cs.gold_case, cs.gold_pos, cs.case_ids, cs.groups)
