@@ -82,10 +82,8 @@ def linear_score(X, w, columns=None) -> np.ndarray:
     """
     X, w = np.asarray(X), np.asarray(w)
     out = np.zeros(X.shape[:-1], dtype=np.result_type(X.dtype, w.dtype))
-    product = np.empty_like(out)  # one buffer for every column's product: the same floats, no temporaries
     for j in range(X.shape[-1]) if columns is None else columns:
-        np.multiply(X[..., j], w[j], out=product)
-        out += product
+        out += X[..., j] * w[j]
     return out
 
 
