@@ -32,7 +32,7 @@ import numpy as np
 
 from memlib._checks import ParameterError, check_choice, check_positive
 from memlib.forgetting import eq3_scorer, rule_forget_scores
-from memlib.references import Need
+from memlib.references import Need, Z
 from memlib.store.baselines import (
     FIFOPolicy,
     GenerativeAgentsPolicy,
@@ -172,7 +172,7 @@ class AdaptivePolicy(ValuePolicy):
     A parameter left at ``None`` takes its measured default (``memlib/defaults.json``, its
     ``adaptive`` part, when there is one).
 
-    >>> from memlib.references import Need
+    >>> from memlib.references import Z, Need
     >>> from memlib.store.view import StoreView
     >>> from memlib.value import LinearValue
     >>> F = np.zeros((2, 7)); F[:, 0] = [0.9, 0.5]
@@ -212,7 +212,7 @@ class AdaptivePolicy(ValuePolicy):
         self.value_scale = check_positive(
             "value_scale", a.get("value_scale", 1.0) if value_scale is None else value_scale
         )
-        self.z = check_positive("z", a.get("z", 2.0) if z is None else z, allow_zero=True)
+        self.z = check_positive("z", a.get("z", Z) if z is None else z, allow_zero=True)
 
     @property
     def static_order(self) -> bool:

@@ -49,6 +49,7 @@ from memlib._checks import ParameterError, check_fraction
 from memlib.forgetting import FORGET_RULES
 from memlib.learning import fit_cue_value, hill_climb, retention_mass
 from memlib.metrics import RetentionEvaluator, grouped_summary
+from memlib.references import Z
 from memlib.store import AdaptivePolicy, PaperPolicy, Policy, ValuePolicy, make_policy
 from memlib.studies._common import learner_settings, rank_by_worst_case
 from memlib.studies.corpora import (
@@ -72,9 +73,6 @@ BETAS = (1.0, 10.0, 100.0, 1000.0)
 #: ``value_scale`` of the adaptive store (:class:`memlib.store.AdaptivePolicy`), the value's weight in log odds
 #: of need, largest first: among configurations that tie, the first listed is the closest to dropping by value.
 VALUE_SCALES = (4.0, 2.0, 1.0, 0.5)
-#: The adaptive store moves its need exponent away from 0 only as far as a likelihood-ratio interval at
-#: ``Z`` standard errors (95%) allows; fixed by that convention, not tuned.
-Z = 2.0
 #: Retrieval mixes: ``sim + a * V-bar + b * mood``.
 VALUE_WEIGHTS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.5)
 MOOD_WEIGHTS = (0.0, 0.05, 0.1)
