@@ -26,7 +26,11 @@ its own conversations, so every choice is measured, blind, on a corpus it was no
   out in turn (so its held-out figures took part in the choice, among
   ``len(configurations())`` candidates); for each corpus, the same choice is also made
   without it (each of the others held out from a value learned on the rest), and the
-  headline reports both.
+  headline reports both;
+* an adaptive configuration is a candidate only where it is *safe*: on no corpus the choice
+  reads does it keep less than its prior (the same value dropping the lowest first) minus
+  :data:`SAFETY` (:func:`safe_configurations`). An adaptation that helps where need is recent
+  and costs a corpus where it is not is not shipped.
 
 :func:`memlib.studies.defaults_file.choose_defaults` takes the shipped configuration, learns
 its value on every corpus and returns what ``memlib/defaults.json`` holds (``python -m memlib
@@ -191,6 +195,31 @@ def _worst_case(scores: pd.DataFrame, keys: list[str]) -> dict:
     return {k: best[k] for k in keys}
 
 
+#: An adaptive configuration may keep at most this much less gold than its prior on any corpus it is chosen on.
+SAFETY = 0.01
+
+
+def safe_configurations(scores: pd.DataFrame, margin: float = SAFETY) -> pd.DataFrame:
+    """Drop the adaptive configurations that keep less than their prior minus ``margin`` on some corpus.
+
+    ``scores`` holds a ``mean`` per configuration (:data:`FORGET_KEYS`) and ``dataset`` (and
+    ``trained_on``, when several training sets are read). The prior of an adaptive configuration
+    is the ``value`` rule with the same value model and the same data: what the adaptive store
+    does until its user's references say otherwise. Every other rule is kept as it is.
+
+    >>> s = pd.DataFrame({"value_model": "m", "rule": ["value", "adaptive", "adaptive"] * 2, "beta": 0.0,
+    ...     "value_scale": [0.0, 1.0, 2.0] * 2, "dataset": [*"xxxyyy"], "mean": [0.5, 0.7, 0.6, 0.8, 0.78, 0.795]})
+    >>> safe_configurations(s)["value_scale"].tolist()   # scale 1 keeps 0.02 less than its prior on y
+    [0.0, 2.0, 0.0, 2.0]
+    """
+    on = [c for c in ("dataset", "trained_on") if c in scores]
+    prior = scores[scores["rule"] == "value"].set_index([*on, "value_model"])["mean"]
+    floor = prior.reindex(pd.MultiIndex.from_frame(scores[[*on, "value_model"]])).to_numpy() - margin
+    short = (scores["rule"] == "adaptive").to_numpy() & (scores["mean"].to_numpy() < floor)
+    unsafe = set(scores.loc[short, FORGET_KEYS].itertuples(index=False, name=None))
+    return scores[[k not in unsafe for k in scores[FORGET_KEYS].itertuples(index=False, name=None)]]
+
+
 def protocol(names: list[str]) -> dict:
     """Return the (training corpora, tested corpus) pairs of leave one corpus out and of its inner choices.
 
@@ -267,8 +296,9 @@ def _config_rows(h, values, config: dict, keep_fraction, trained_on, split, mixe
 def _choices(forget: pd.DataFrame, plan: dict, by_name, values, keep_fraction) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Choose the shipped configuration and one without each corpus: a forgetting rule, then a retrieval mix.
 
-    Each is the configuration whose worst corpus keeps the most gold (on the pairs it may read),
-    then the mix whose worst ``recall_all@K`` is best on it. Returns ``(chosen, retrieval rows)``.
+    Each is the configuration whose worst corpus keeps the most gold (on the pairs it may read;
+    an adaptive one only where :func:`safe_configurations` keeps it), then the mix whose worst
+    ``recall_all@K`` is best on it. Returns ``(chosen, retrieval rows)``.
     """
     means = forget.groupby(["dataset", "trained_on", "split", *FORGET_KEYS], sort=False)["value"].mean()
     means = means.rename("mean").reset_index()
@@ -277,9 +307,11 @@ def _choices(forget: pd.DataFrame, plan: dict, by_name, values, keep_fraction) -
         """Return the means of each configuration on the given (training corpora, tested corpus) pairs."""
         return pd.concat([means[(means["trained_on"] == _key(s)) & (means["dataset"] == a)] for s, a in pairs])
 
-    configs = {"shipped": (_worst_case(scores_of(plan["held_out"]), FORGET_KEYS), plan["held_out"])}
+    configs = {
+        "shipped": (_worst_case(safe_configurations(scores_of(plan["held_out"])), FORGET_KEYS), plan["held_out"])
+    }
     for t, pairs in plan["without"].items():
-        configs[f"without {t}"] = (_worst_case(scores_of(pairs), FORGET_KEYS), pairs)
+        configs[f"without {t}"] = (_worst_case(safe_configurations(scores_of(pairs)), FORGET_KEYS), pairs)
     retr, chosen = [], []
     for label, (config, choice_pairs) in configs.items():
         split = "held_out" if label == "shipped" else "inner"
@@ -331,6 +363,8 @@ ADAPTATION = ("adaptive store", "prior only", "placebo", "in domain", "gain over
 def best_adaptive(forget: pd.DataFrame) -> dict:
     """Return the adaptive configuration whose worst held-out corpus keeps the most gold (rows of ``forget``).
 
+    Among the safe ones (:func:`safe_configurations`), or among all when none is safe.
+
     What the headline's :data:`ADAPTATION` rows describe: the shipped configuration when the
     defaults study ships the adaptive store, and the best adaptive candidate when it ships another
     rule (a small sample can choose another), so the rows always say what the adaptive store adds.
@@ -341,9 +375,11 @@ def best_adaptive(forget: pd.DataFrame) -> dict:
     >>> best_adaptive(f)
     {'value_model': 'cues', 'rule': 'adaptive', 'beta': 0.0, 'value_scale': 2.0}
     """
-    held = forget[(forget["split"] == "held_out") & (forget["rule"] == "adaptive")]
+    held = forget[forget["split"] == "held_out"]
     means = held.groupby(["dataset", *FORGET_KEYS], sort=False)["value"].mean().rename("mean").reset_index()
-    best = _worst_case(means, FORGET_KEYS)
+    safe = safe_configurations(means)
+    safe = safe[safe["rule"] == "adaptive"]
+    best = _worst_case(safe if len(safe) else means[means["rule"] == "adaptive"], FORGET_KEYS)
     return {
         "value_model": str(best["value_model"]),
         "rule": "adaptive",

@@ -49,7 +49,8 @@ def choose_defaults(
         "version": 2,
         "made_by": "python -m memlib defaults --write",
         "made_at": _time.strftime("%Y-%m-%d"),
-        "protocol": "leave one corpus out; configuration and retrieval mix chosen by the worst held-out corpus",
+        "protocol": "leave one corpus out; configuration and retrieval mix chosen by the worst held-out corpus; "
+        "an adaptive configuration only where no corpus keeps less than its prior minus 0.01",
         "datasets": [h.name for h in hs],
         "histories": {h.name: int(h.cases.n_haystacks) for h in hs},
         "sample": data.sample,  # the histories it was run on: a seeded sample of each dataset, or all (None)
