@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from memlib import ParameterError
@@ -307,3 +308,43 @@ def test_answer_retention_reads_the_answer_string_in_the_kept_turns_and_leaves_o
     common = list(texts)
     common[5 * n : 5 * n + 4] = ["2 a", "b 2", "2", "2"]  # now "2" is in four turns of history 5: too common
     assert np.isnan(answer_retention_per_case(dataclasses.replace(c, texts=common), masks)[5])
+
+
+def _forget_rows(means: dict) -> pd.DataFrame:
+    """Held-out forgetting rows, one case per (configuration, corpus), from ``{(model, rule, scale): [x, y]}``."""
+    rows = []
+    for (model, rule, scale), per_corpus in means.items():
+        for dataset, v in zip(("x", "y"), per_corpus):
+            rows.append(
+                {
+                    "split": "held_out",
+                    "dataset": dataset,
+                    "value_model": model,
+                    "rule": rule,
+                    "beta": 0.0,
+                    "value_scale": scale,
+                    "value": v,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def test_an_adaptive_configuration_that_costs_one_corpus_more_than_the_margin_is_not_chosen():
+    # scale 0.5 is best on its worst corpus and on the mean, but keeps 0.016 less than its prior on y
+    forget = _forget_rows(
+        {
+            ("m", "value", 0.0): [0.40, 0.735],
+            ("m", "adaptive", 0.5): [0.62, 0.719],
+            ("m", "adaptive", 1.0): [0.59, 0.729],
+            ("m", "adaptive", 4.0): [0.45, 0.735],
+        }
+    )
+    assert D.best_adaptive(forget)["value_scale"] == 1.0
+    means = forget.rename(columns={"value": "mean"})
+    assert D.safe_configurations(means)["value_scale"].unique().tolist() == [0.0, 1.0, 4.0]
+    assert D.safe_configurations(means, margin=0.02)["value_scale"].unique().tolist() == [0.0, 0.5, 1.0, 4.0]
+    # with no safe adaptive configuration, the adaptation rows still describe the best adaptive one
+    assert (
+        D.best_adaptive(forget.assign(value=forget["value"].where(forget["rule"] == "value", 0.1)))["rule"]
+        == "adaptive"
+    )
