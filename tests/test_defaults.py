@@ -344,7 +344,8 @@ def test_an_adaptive_configuration_that_costs_one_corpus_more_than_the_margin_is
     assert D.safe_configurations(means)["value_scale"].unique().tolist() == [0.0, 1.0, 4.0]
     assert D.safe_configurations(means, margin=0.02)["value_scale"].unique().tolist() == [0.0, 0.5, 1.0, 4.0]
     # with no safe adaptive configuration, the adaptation rows still describe the best adaptive one
-    assert (
-        D.best_adaptive(forget.assign(value=forget["value"].where(forget["rule"] == "value", 0.1)))["rule"]
-        == "adaptive"
-    )
+    none_safe = forget.assign(value=np.where(forget["rule"] == "value", forget["value"], forget["value"] - 0.1))
+    assert D.best_adaptive(none_safe)["value_scale"] == 0.5
+    # a prior that cannot be read is an error, not a pass
+    with pytest.raises(ParameterError, match="no finite prior"):
+        D.safe_configurations(means[means["rule"] != "value"])

@@ -172,7 +172,7 @@ class AdaptivePolicy(ValuePolicy):
     A parameter left at ``None`` takes its measured default (``memlib/defaults.json``, its
     ``adaptive`` part, when there is one).
 
-    >>> from memlib.references import Z, Need
+    >>> from memlib.references import Need
     >>> from memlib.store.view import StoreView
     >>> from memlib.value import LinearValue
     >>> F = np.zeros((2, 7)); F[:, 0] = [0.9, 0.5]

@@ -27,10 +27,8 @@ its own conversations, so every choice is measured, blind, on a corpus it was no
   ``len(configurations())`` candidates); for each corpus, the same choice is also made
   without it (each of the others held out from a value learned on the rest), and the
   headline reports both;
-* an adaptive configuration is a candidate only where it is *safe*: on no corpus the choice
-  reads does it keep less than its prior (the same value dropping the lowest first) minus
-  :data:`SAFETY` (:func:`safe_configurations`). An adaptation that helps where need is recent
-  and costs a corpus where it is not is not shipped.
+* an adaptive configuration is a candidate only where it is *safe* (:func:`safe_configurations`):
+  on no corpus the choice reads does it keep less than its prior minus :data:`SAFETY`.
 
 :func:`memlib.studies.defaults_file.choose_defaults` takes the shipped configuration, learns
 its value on every corpus and returns what ``memlib/defaults.json`` holds (``python -m memlib
@@ -93,7 +91,7 @@ def policy_of(rule: str, beta: float = 0.0, value_scale: float = 0.0) -> ValuePo
     """Return the store policy of one forgetting configuration.
 
     ``eq3`` with ``beta``, ``value`` (the lowest value first) or ``adaptive`` with ``value_scale``
-    (and :data:`Z`). Its retrieval weights are zero: a configuration is scored for forgetting;
+    (and :data:`memlib.references.Z`). Its retrieval weights are zero: a configuration is scored for forgetting;
     the retrieval mixes are scored apart (:data:`MIXES`).
     """
     if rule not in RULES:
@@ -152,24 +150,22 @@ class DefaultsResult:
     Attributes
     ----------
     table : DataFrame
-        Every candidate, scored: ``part`` (``forgetting`` or ``retrieval``), ``dataset`` (the corpus
-        scored), ``trained_on`` (the corpora the value was learned on, joined by ``+``), ``split``
-        (``held_out`` when ``trained_on`` is every other corpus, ``inner`` when it is a part of them,
-        used only for a choice made without ``dataset``), ``value_model, rule, beta`` (forgetting) or
-        ``value_weight, mood_weight`` (retrieval, for the configurations a choice needs), ``metric``,
-        ``mean`` over the corpus's questions, ``ci_low, ci_high`` (95% bootstrap over its groups),
-        ``n_questions, n_groups``.
+        Every candidate, scored: ``part`` (``forgetting`` or ``retrieval``), ``dataset`` (the corpus scored),
+        ``trained_on`` (the corpora the value was learned on, joined by ``+``), ``split`` (``held_out`` when
+        ``trained_on`` is every other corpus, ``inner`` when it is a part of them, used only for a choice made without
+        ``dataset``), ``value_model, rule, beta`` (forgetting) or ``value_weight, mood_weight`` (retrieval, for the
+        configurations a choice needs), ``metric``, ``mean`` over the corpus's questions, ``ci_low, ci_high`` (95%
+        bootstrap over its groups), ``n_questions, n_groups``.
     chosen : DataFrame
         One row per choice: ``shipped`` (the worst case over every corpus held out in turn: what
-        ``memlib/defaults.json`` holds) and, per corpus, ``without <corpus>`` (the same choice made
-        on the other corpora alone, each held out from a value learned on the rest).
+        ``memlib/defaults.json`` holds) and, per corpus, ``without <corpus>`` (the same choice made on the other
+        corpora alone, each held out from a value learned on the rest).
     headline : DataFrame
-        Per corpus, when it was left out: the held-out retention and recall of ``defaults`` (the
-        shipped configuration), of ``chosen without it`` (the choice that never saw it), of the
-        paper's ``paper eq. 3`` (its seven factors learned by Algorithm 1 on the other corpora,
-        ``beta = 1``, its retrieval weights) and of ``first in, first out`` (the oldest turn goes
-        first, retrieval by similarity: MemGPT's eviction, and MemoryBank's when nothing is
-        retrieved); and the :data:`ADAPTATION` rows (retention) of the adaptive configuration
+        Per corpus, when it was left out: the held-out retention and recall of ``defaults`` (the shipped
+        configuration), of ``chosen without it`` (the choice that never saw it), of the paper's ``paper eq. 3`` (its
+        seven factors learned by Algorithm 1 on the other corpora, ``beta = 1``, its retrieval weights) and of ``first
+        in, first out`` (the oldest turn goes first, retrieval by similarity: MemGPT's eviction, and MemoryBank's when
+        nothing is retrieved); and the :data:`ADAPTATION` rows (retention) of the adaptive configuration
         :func:`best_adaptive` chose (``info["adaptive"]``), beside its prior.
     info : dict
     """
@@ -202,10 +198,10 @@ SAFETY = 0.01
 def safe_configurations(scores: pd.DataFrame, margin: float = SAFETY) -> pd.DataFrame:
     """Drop the adaptive configurations that keep less than their prior minus ``margin`` on some corpus.
 
-    ``scores`` holds a ``mean`` per configuration (:data:`FORGET_KEYS`) and ``dataset`` (and
-    ``trained_on``, when several training sets are read). The prior of an adaptive configuration
-    is the ``value`` rule with the same value model and the same data: what the adaptive store
-    does until its user's references say otherwise. Every other rule is kept as it is.
+    ``scores`` holds a ``mean`` per configuration (:data:`FORGET_KEYS`) and ``dataset`` (and ``trained_on``, when
+    several training sets are read). The prior of an adaptive configuration is the ``value`` rule with the same value
+    model and data: what the adaptive store does until its user's references say otherwise. Every other rule is
+    kept. An adaptive row with no finite prior or mean is a :class:`~memlib._checks.ParameterError`.
 
     >>> s = pd.DataFrame({"value_model": "m", "rule": ["value", "adaptive", "adaptive"] * 2, "beta": 0.0,
     ...     "value_scale": [0.0, 1.0, 2.0] * 2, "dataset": [*"xxxyyy"], "mean": [0.5, 0.7, 0.6, 0.8, 0.78, 0.795]})
@@ -215,7 +211,12 @@ def safe_configurations(scores: pd.DataFrame, margin: float = SAFETY) -> pd.Data
     on = [c for c in ("dataset", "trained_on") if c in scores]
     prior = scores[scores["rule"] == "value"].set_index([*on, "value_model"])["mean"]
     floor = prior.reindex(pd.MultiIndex.from_frame(scores[[*on, "value_model"]])).to_numpy() - margin
-    short = (scores["rule"] == "adaptive").to_numpy() & (scores["mean"].to_numpy() < floor)
+    adaptive = (scores["rule"] == "adaptive").to_numpy()
+    unknown = adaptive & ~(np.isfinite(floor) & np.isfinite(scores["mean"].to_numpy(dtype=float)))
+    if unknown.any():
+        where = scores[unknown].iloc[0][[*FORGET_KEYS, *on]].to_dict()
+        raise ParameterError(f"no finite prior (rule 'value') or mean for the adaptive configuration {where}")
+    short = adaptive & (scores["mean"].to_numpy() < floor)
     unsafe = set(scores.loc[short, FORGET_KEYS].itertuples(index=False, name=None))
     return scores[[k not in unsafe for k in scores[FORGET_KEYS].itertuples(index=False, name=None)]]
 
@@ -363,11 +364,9 @@ ADAPTATION = ("adaptive store", "prior only", "placebo", "in domain", "gain over
 def best_adaptive(forget: pd.DataFrame) -> dict:
     """Return the adaptive configuration whose worst held-out corpus keeps the most gold (rows of ``forget``).
 
-    Among the safe ones (:func:`safe_configurations`), or among all when none is safe.
-
-    What the headline's :data:`ADAPTATION` rows describe: the shipped configuration when the
-    defaults study ships the adaptive store, and the best adaptive candidate when it ships another
-    rule (a small sample can choose another), so the rows always say what the adaptive store adds.
+    Among the safe ones (:func:`safe_configurations`; all when none is safe). What the headline's
+    :data:`ADAPTATION` rows describe: the shipped configuration when the study ships the adaptive
+    store, else the best adaptive candidate, so the rows always say what the adaptive store adds.
 
     >>> f = pd.DataFrame({"split": "held_out", "rule": ["adaptive"] * 4 + ["value"] * 2, "value_model": "cues",
     ...     "beta": 0.0, "value_scale": [1.0, 1.0, 2.0, 2.0, 0.0, 0.0], "dataset": ["x", "y"] * 3,
@@ -492,8 +491,10 @@ __all__ = [
     "DefaultsResult",
     "FACTORS",
     "PAPER",
+    "SAFETY",
     "best_adaptive",
     "defaults_study",
     "defaults_study_on",
     "policy_of",
+    "safe_configurations",
 ]

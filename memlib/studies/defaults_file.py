@@ -15,7 +15,7 @@ import time as _time
 from memlib._checks import ParameterError
 from memlib.studies.corpora import Corpus
 from memlib.studies.data_spec import EACH, DataSpec
-from memlib.studies.defaults import DefaultsResult, Z, defaults_study_on, learn_values
+from memlib.studies.defaults import SAFETY, DefaultsResult, Z, defaults_study_on, learn_values
 
 
 def choose_defaults(
@@ -50,7 +50,7 @@ def choose_defaults(
         "made_by": "python -m memlib defaults --write",
         "made_at": _time.strftime("%Y-%m-%d"),
         "protocol": "leave one corpus out; configuration and retrieval mix chosen by the worst held-out corpus; "
-        "an adaptive configuration only where no corpus keeps less than its prior minus 0.01",
+        f"an adaptive configuration only where no corpus keeps less than its prior minus {SAFETY:g}",
         "datasets": [h.name for h in hs],
         "histories": {h.name: int(h.cases.n_haystacks) for h in hs},
         "sample": data.sample,  # the histories it was run on: a seeded sample of each dataset, or all (None)

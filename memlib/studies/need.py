@@ -25,11 +25,10 @@ import pandas as pd
 
 from memlib._checks import ParameterError
 from memlib.metrics import paired_bootstrap
-from memlib.references import LAG_EDGES, N_BINS, THRESHOLD, Need, count_references, lag_bins
+from memlib.references import LAG_EDGES, N_BINS, THRESHOLD, Need, Z, count_references, lag_bins
 from memlib.store.replay import session_ends
 from memlib.studies.corpora import READS, Corpus, load_corpus
 from memlib.studies.data_spec import EACH, DataSpec
-from memlib.studies.defaults import Z
 
 #: The corpora the study reads, each on its own.
 DATASETS = ("locomo", "longmemeval_s", "realmem")
@@ -194,7 +193,7 @@ def reference_auc(corpus: Corpus) -> pd.DataFrame:
 
 
 def exponent_table(corpus: Corpus) -> pd.DataFrame:
-    """Each stream's need exponent at its end: the likelihood's best (z = 0) and the store's (:data:`~.defaults.Z`)."""
+    """Each stream's need exponent at its end: the likelihood's best (z = 0) and the store's (``references.Z``)."""
     rows = []
     for g in _streams(corpus):
         n, per = int(corpus.cases.length[g]), _periods(corpus, g)
