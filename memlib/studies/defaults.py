@@ -150,22 +150,24 @@ class DefaultsResult:
     Attributes
     ----------
     table : DataFrame
-        Every candidate, scored: ``part`` (``forgetting`` or ``retrieval``), ``dataset`` (the corpus scored),
-        ``trained_on`` (the corpora the value was learned on, joined by ``+``), ``split`` (``held_out`` when
-        ``trained_on`` is every other corpus, ``inner`` when it is a part of them, used only for a choice made without
-        ``dataset``), ``value_model, rule, beta`` (forgetting) or ``value_weight, mood_weight`` (retrieval, for the
-        configurations a choice needs), ``metric``, ``mean`` over the corpus's questions, ``ci_low, ci_high`` (95%
-        bootstrap over its groups), ``n_questions, n_groups``.
+        Every candidate, scored: ``part`` (``forgetting`` or ``retrieval``), ``dataset`` (the corpus
+        scored), ``trained_on`` (the corpora the value was learned on, joined by ``+``), ``split``
+        (``held_out`` when ``trained_on`` is every other corpus, ``inner`` when it is a part of them,
+        used only for a choice made without ``dataset``), ``value_model, rule, beta`` (forgetting) or
+        ``value_weight, mood_weight`` (retrieval, for the configurations a choice needs), ``metric``,
+        ``mean`` over the corpus's questions, ``ci_low, ci_high`` (95% bootstrap over its groups),
+        ``n_questions, n_groups``.
     chosen : DataFrame
         One row per choice: ``shipped`` (the worst case over every corpus held out in turn: what
-        ``memlib/defaults.json`` holds) and, per corpus, ``without <corpus>`` (the same choice made on the other
-        corpora alone, each held out from a value learned on the rest).
+        ``memlib/defaults.json`` holds) and, per corpus, ``without <corpus>`` (the same choice made
+        on the other corpora alone, each held out from a value learned on the rest).
     headline : DataFrame
-        Per corpus, when it was left out: the held-out retention and recall of ``defaults`` (the shipped
-        configuration), of ``chosen without it`` (the choice that never saw it), of the paper's ``paper eq. 3`` (its
-        seven factors learned by Algorithm 1 on the other corpora, ``beta = 1``, its retrieval weights) and of ``first
-        in, first out`` (the oldest turn goes first, retrieval by similarity: MemGPT's eviction, and MemoryBank's when
-        nothing is retrieved); and the :data:`ADAPTATION` rows (retention) of the adaptive configuration
+        Per corpus, when it was left out: the held-out retention and recall of ``defaults`` (the
+        shipped configuration), of ``chosen without it`` (the choice that never saw it), of the
+        paper's ``paper eq. 3`` (its seven factors learned by Algorithm 1 on the other corpora,
+        ``beta = 1``, its retrieval weights) and of ``first in, first out`` (the oldest turn goes
+        first, retrieval by similarity: MemGPT's eviction, and MemoryBank's when nothing is
+        retrieved); and the :data:`ADAPTATION` rows (retention) of the adaptive configuration
         :func:`best_adaptive` chose (``info["adaptive"]``), beside its prior.
     info : dict
     """
@@ -305,14 +307,13 @@ def _choices(forget: pd.DataFrame, plan: dict, by_name, values, keep_fraction) -
     means = means.rename("mean").reset_index()
 
     def scores_of(pairs):
-        """Return the means of each configuration on the given (training corpora, tested corpus) pairs."""
-        return pd.concat([means[(means["trained_on"] == _key(s)) & (means["dataset"] == a)] for s, a in pairs])
+        """Return the means of each safe configuration on the given (training corpora, tested corpus) pairs."""
+        rows = [means[(means["trained_on"] == _key(s)) & (means["dataset"] == a)] for s, a in pairs]
+        return safe_configurations(pd.concat(rows))
 
-    configs = {
-        "shipped": (_worst_case(safe_configurations(scores_of(plan["held_out"])), FORGET_KEYS), plan["held_out"])
-    }
+    configs = {"shipped": (_worst_case(scores_of(plan["held_out"]), FORGET_KEYS), plan["held_out"])}
     for t, pairs in plan["without"].items():
-        configs[f"without {t}"] = (_worst_case(safe_configurations(scores_of(pairs)), FORGET_KEYS), pairs)
+        configs[f"without {t}"] = (_worst_case(scores_of(pairs), FORGET_KEYS), pairs)
     retr, chosen = [], []
     for label, (config, choice_pairs) in configs.items():
         split = "held_out" if label == "shipped" else "inner"
@@ -376,8 +377,7 @@ def best_adaptive(forget: pd.DataFrame) -> dict:
     """
     held = forget[forget["split"] == "held_out"]
     means = held.groupby(["dataset", *FORGET_KEYS], sort=False)["value"].mean().rename("mean").reset_index()
-    safe = safe_configurations(means)
-    safe = safe[safe["rule"] == "adaptive"]
+    safe = safe_configurations(means).query("rule == 'adaptive'")
     best = _worst_case(safe if len(safe) else means[means["rule"] == "adaptive"], FORGET_KEYS)
     return {
         "value_model": str(best["value_model"]),

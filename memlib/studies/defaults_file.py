@@ -13,9 +13,10 @@ import json
 import time as _time
 
 from memlib._checks import ParameterError
+from memlib.references import Z
 from memlib.studies.corpora import Corpus
 from memlib.studies.data_spec import EACH, DataSpec
-from memlib.studies.defaults import SAFETY, DefaultsResult, Z, defaults_study_on, learn_values
+from memlib.studies.defaults import SAFETY, DefaultsResult, defaults_study_on, learn_values
 
 
 def choose_defaults(
