@@ -115,19 +115,51 @@ def _pieces(text: str, size: int) -> list[str]:
     return out
 
 
+class _Near:
+    """The words around one word of a text, and the text's all-caps test: what VADER's per-word rules read.
+
+    VADER's ``sentiment_valence`` reads the three words before a lexicon word and the two after
+    it, but its negation and idiom checks lower-case the whole word list at each of those
+    reads, so a long text costs the square of its length. Given this window (and the word's
+    place in it) instead of the whole text, every rule reads the same words and gives the same
+    valence (:func:`vader_scores` equals ``polarity_scores``; tests/test_factors.py checks it on
+    every position of texts built to reach each rule).
+    """
+
+    __slots__ = ("words_and_emoticons", "is_cap_diff")
+
+    def __init__(self, words: list, is_cap_diff: bool):
+        self.words_and_emoticons = words
+        self.is_cap_diff = is_cap_diff
+
+
+#: Words before and after a lexicon word that VADER's rules read (:class:`_Near`).
+_BEFORE, _AFTER = 3, 2
+
+
 def _vader_sentiments(sia, text: str) -> list:
-    """VADER's per-word valences of one text (the loop of ``polarity_scores``, without the final sum)."""
+    """VADER's per-word valences of one text (the loop of ``polarity_scores``, without the final sum).
+
+    A word outside VADER's lexicon has valence 0 (what ``sentiment_valence`` appends for it); a
+    lexicon word is scored on its :class:`_Near` window.
+    """
     from vaderSentiment.vaderSentiment import BOOSTER_DICT, SentiText
 
     sentitext = SentiText(text)
     words = sentitext.words_and_emoticons
+    cap_diff, lexicon = sentitext.is_cap_diff, sia.lexicon
     sentiments: list = []
     for i, item in enumerate(words):
         low = item.lower()
         if low in BOOSTER_DICT or (low == "kind" and i < len(words) - 1 and words[i + 1].lower() == "of"):
             sentiments.append(0)
             continue
-        sentiments = sia.sentiment_valence(0, sentitext, item, i, sentiments)
+        if low not in lexicon:
+            sentiments.append(0)
+            continue
+        lo = max(0, i - _BEFORE)
+        near = _Near(words[lo : i + _AFTER + 1], cap_diff)
+        sentiments = sia.sentiment_valence(0, near, item, i - lo, sentiments)
     return sia._but_check(words, sentiments)
 
 

@@ -209,6 +209,25 @@ def test_vader_is_exact_on_short_texts_and_bounded_on_long_ones():
     assert [len(p) for p in TC._pieces(unbroken, 2000)] == [2000, 2000, 1000]
 
 
+def test_vader_scores_equal_polarity_scores_at_every_position_of_every_rule():
+    # memlib scores each lexicon word on the words around it (text_cues._Near); VADER's rules read up to three
+    # words back and two ahead ("no", "never so", "without doubt", "at least", "kind of", idioms, all caps, "but"):
+    # texts built from those words, seeded, at every position, must score as VADER scores them whole
+    from vaderSentiment.vaderSentiment import SPECIAL_CASES, SentimentIntensityAnalyzer
+
+    sia = SentimentIntensityAnalyzer()
+    words = (
+        "no not never so this without doubt at least very kind of sort or nor but good GREAT bad hate love the "
+        "really extremely isn't cut mustard bomb hand to mouth kiss death okay :) ? !"
+    ).split()
+    idioms = [w for k in sorted(SPECIAL_CASES) for w in k.split()]
+    rng = np.random.default_rng(7)
+    texts = [" ".join(rng.choice(words + idioms, size=rng.integers(1, 40))) for _ in range(600)]
+    texts += [f"{'we ' * k}{idiom}{tail}" for idiom in SPECIAL_CASES for k in range(5) for tail in ("", " now", " !")]
+    for t in texts:
+        assert Fm.vader_scores(t) == sia.polarity_scores(t), t
+
+
 def test_parallel_emotion_equals_serial():
     texts = [f"Day {i}: I am {'thrilled' if i % 3 else 'furious'}!!" for i in range(60)]
     a = Fm.emotion_and_valence(texts, workers=1)
