@@ -240,3 +240,21 @@ def test_a_result_read_again_outlives_newer_results_written_since(counted, tmp_p
     study.run(str(data), seed=1)
     study.run(str(data), seed=2)  # two more writes push the least recently used out, not the one read
     assert entry.exists() and len(list(entry.parent.glob("*.npz"))) == _cache.MAX_ENTRIES
+
+
+def test_a_corpus_holds_the_texts_of_its_histories_and_no_other(tmp_path, monkeypatch, fake_model):
+    """A sample of a corpus carries (and caches) the texts, vectors and valences its histories read, numbered anew."""
+    from fixtures import write_longmemeval
+    from memlib.studies import corpora
+
+    monkeypatch.setenv("MEMLIB_CACHE_DIR", str(tmp_path / "cache"))
+    path = write_longmemeval(tmp_path / "lme.json")
+    whole, first = corpora.load_corpus(str(path)), corpora.load_corpus(DataSpec(str(path), limit=1))
+    n = int(first.cases.length[0])
+    ids = first.text_id[0, :n]
+    assert sorted(set(ids.tolist())) == list(range(len(first.texts))) and len(first.texts) < len(whole.texts)
+    assert len(first.embeddings) == len(first.valence) == len(first.texts)
+    same = whole.text_id[0, :n]  # the first history is the same history in both
+    assert [first.texts[i] for i in ids] == [whole.texts[i] for i in same]
+    np.testing.assert_array_equal(first.embeddings[ids], whole.embeddings[same])
+    np.testing.assert_array_equal(first.valence[ids], whole.valence[same])

@@ -48,7 +48,8 @@ class Corpus:
     session : ndarray, shape (G, N)
         Session codes (a session is a run of equal codes).
     text_id : ndarray, shape (G, N)
-        Rows of ``embeddings`` and ``valence``.
+        Rows of ``embeddings``, ``valence`` and ``texts`` (of the texts the histories hold, in the order of
+        the dataset's text ids).
     embeddings : ndarray, shape (texts, 384)
         Unit embeddings of the texts.
     valence : ndarray, shape (texts,)
@@ -207,10 +208,11 @@ def _load(data: DataSpec, progress: bool = False) -> Corpus:
     rr = np.where(valid, rows, 0)
     sess_code = pd.factorize(ds.turns["session"])[0]
     text_ids = ds.turns["text_id"].to_numpy()
+    # only the texts the histories hold, renumbered in text-id order: a sample of a corpus carries (and its cache
+    # entry writes) the texts it reads, not every text of the file
     used = np.unique(text_ids[rr[valid]])
-    E = embed_text_table(ds.texts, used, embedding, progress=progress)
-    val = np.zeros(len(ds.texts))
-    val[used] = emotion_features([ds.texts[i] for i in used])[:, 0]
+    texts = [ds.texts[i] for i in used]
+    E = embed_text_table(texts, np.arange(len(texts)), embedding, progress=progress)
     usable = ds.usable()
     qs = usable.cases["question"].tolist()
     corpus = Corpus(
@@ -218,12 +220,12 @@ def _load(data: DataSpec, progress: bool = False) -> Corpus:
         ann.cases,
         raw.values.astype(np.float64),
         np.where(valid, sess_code[rr], -1),
-        np.where(valid, text_ids[rr], 0),
+        np.where(valid, np.searchsorted(used, text_ids[rr]), 0),
         E,
-        val,
+        emotion_features(texts)[:, 0],
         np.asarray(embed_cached(qs, embedding, progress=progress), np.float32),
         emotion_features(qs)[:, 0],
-        list(ds.texts),
+        texts,
         usable.cases["answer"].tolist(),
     )
     if data.quick and corpus.cases.n_cases > QUICK_CASES:  # evenly spread, so a stream's later questions stay in
