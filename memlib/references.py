@@ -140,14 +140,16 @@ class ReferenceTable:
 
         ``held`` may hold turns of session ``s`` itself: only the earlier ones count, as a store counts.
         """
+        if not self.asks[s]:  # no user turn: nothing refers back
+            return np.zeros(N_BINS), np.zeros(N_BINS)
         held = np.asarray(held, dtype=np.int64)
         sessions = self.session[held]
         earlier = sessions < s
         held, sessions = held[earlier], sessions[earlier]
-        if not self.asks[s] or not len(held):
+        if not len(held):
             return np.zeros(N_BINS), np.zeros(N_BINS)
         bins = _bins_of_lags(len(self.asks))[s - sessions]
-        refs = np.bincount(bins, weights=self.counts[s, held], minlength=N_BINS)
+        refs = np.bincount(bins, weights=self.counts[s][held], minlength=N_BINS)  # a row, then its items: faster
         return refs, self.asks[s] * np.bincount(bins, minlength=N_BINS).astype(np.float64)
 
 

@@ -262,6 +262,15 @@ def test_a_consolidation_by_count_drops_what_the_full_rule_drops(name):
         assert got.sum() == max(30 - budget, 0)
 
 
+def test_a_consolidation_by_count_refuses_a_nan_score_and_breaks_ties_by_age():
+    from memlib.store.forget import budget_drops
+
+    with pytest.raises(ParameterError, match="item 2 has a NaN forget score"):
+        budget_drops(np.array([1.0, 0.0, np.nan, np.nan]), 1)
+    assert budget_drops(np.array([1.0, 0.0, np.nan]), 3).tolist() == [False] * 3  # nothing goes: nothing to rank
+    assert budget_drops(np.array([2.0, 5.0, 2.0, 2.0]), 2).tolist() == [True, True, False, False]
+
+
 @pytest.mark.parametrize("name", sorted(POLICY_VARIANTS))
 @pytest.mark.parametrize("value", ["paper value", "cue value"])
 def test_every_policy_scores_a_replay_as_it_scores_a_view_bit_for_bit(name, value):

@@ -148,10 +148,13 @@ def budget_drops(scores, budget: int) -> np.ndarray:
     """
     budget = check_int("budget", budget, minimum=0)
     n = len(scores)
-    wanted = BudgetNeed(np.arange(n), n - budget, False, None, None)
-    if not wanted.any:
-        return np.zeros(n, bool)
-    return select_drops(scores, wanted)[0]
+    drop = np.zeros(n, bool)
+    if n <= budget:
+        return drop
+    if np.isnan(scores).any():  # refused as the selection refuses it, with its message
+        return select_drops(scores, BudgetNeed(np.arange(n), n - budget, False, None, None))[0]
+    drop[forget_order(scores)[: n - budget]] = True  # every item a candidate: select_drops' order, without its checks
+    return drop
 
 
 def _scores(view, policy, now: float) -> np.ndarray:
