@@ -214,13 +214,16 @@ LONGEST_FIRST = ("cues", "defaults", "oracle-blind")
 def main_job(paper: bool = False) -> list[list[tuple[str, str, list[str]]]]:
     """Every study run of the main job, in stages: ``[(output name, study, command-line options)]``.
 
-    The first two stages embed, one run each with every core (LoCoMo through
-    ``factors``, the LongMemEval-S sample through ``paper``), so the last stage's
-    runs, which may run side by side, read warm caches. Each run has the parameters its chapter passes, so the
-    book reads the cached results. ``paper``: all questions and histories instead of
-    :data:`MAIN_SAMPLE` and :data:`MAIN_HISTORIES` (``make paper``).
+    The first stage embeds (LoCoMo through ``factors``, the LongMemEval-S sample through ``paper``), so the
+    last stage's runs, which may run side by side, read warm caches. The main job runs the two side by side
+    (they embed different texts, and a sample's annotation and learning would leave a core idle); ``make paper``
+    runs them one after the other, so that the two hours of LongMemEval-S embeddings get every core. Each run has
+    the parameters its chapter passes, so the book reads the cached results. ``paper``: all questions and
+    histories instead of :data:`MAIN_SAMPLE` and :data:`MAIN_HISTORIES` (``make paper``).
 
-    >>> [[name for name, _, _ in stage] for stage in main_job()][:2]
+    >>> [[name for name, _, _ in stage] for stage in main_job()][:1]
+    [['factors', 'paper']]
+    >>> [[name for name, _, _ in stage] for stage in main_job(paper=True)][:2]
     [['factors'], ['paper']]
     >>> dict((n, o) for n, _, o in main_job()[-1])["cues"]
     ['--transfer-from', 'longmemeval_s', '--transfer-sample', '4']
@@ -239,7 +242,8 @@ def main_job(paper: bool = False) -> list[list[tuple[str, str, list[str]]]]:
     first = ("factors", "paper")
     # the longest runs start first, so two workers finish close together (order only: same results)
     later = [*LONGEST_FIRST, *(n for n in STUDIES if n not in first and n not in LONGEST_FIRST)]
-    stages = [*([(n, n, special.get(n, []))] for n in first), [(n, n, special.get(n, [])) for n in later]]
+    embed = [[(n, n, special.get(n, []))] for n in first] if paper else [[(n, n, special.get(n, [])) for n in first]]
+    stages = [*embed, [(n, n, special.get(n, [])) for n in later]]
     for name in COMPARED:
         stages[-1].append((f"{name}-{COMPARE_DATASET}", name, ["--dataset", COMPARE_DATASET, *sample]))
     for name in BY_FACTOR_SET:
