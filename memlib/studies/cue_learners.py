@@ -14,7 +14,9 @@ standardised cues, or a non-linear ceiling, run on one thread by :func:`single_t
 
 from __future__ import annotations
 
+import hashlib
 from contextlib import contextmanager
+from contextvars import ContextVar
 from types import SimpleNamespace
 
 import numpy as np
@@ -105,7 +107,7 @@ def fit_cue_model(learner: str, train: CueData, table_of, keep_fraction: float, 
     elif learner == "cma_es":
         wz = cma_es_signed(objective, np.ones(Z.shape[-1]), max_evals=n_iter, seed=seed).weights
     else:
-        wz = fit_pairwise_logistic(Z, tab.length, target)
+        wz = surrogate_weights(Z, tab.length, target)
         if learner == "surrogate+hill_climb":
             wz = hill_climb_signed(objective, wz, n_iter=n_iter, restarts=1, seed=seed).weights
     w = wz / sd
@@ -114,6 +116,52 @@ def fit_cue_model(learner: str, train: CueData, table_of, keep_fraction: float, 
         return table_of(data).values @ w.astype(np.float32)
 
     return score, w
+
+
+#: The surrogate fits of the current :func:`shared_fits` block, by content of what they were fit on.
+_SHARED: ContextVar[dict | None] = ContextVar("shared_surrogate_fits", default=None)
+
+
+@contextmanager
+def shared_fits():
+    """Within the block, fit the convex surrogate once per training table and reuse it.
+
+    The cue study fits the surrogate on the same training cues many times: ``surrogate`` and
+    ``surrogate+hill_climb`` start from the same fit, and the ablation's full model, the
+    keep-fraction curve and the leave-one-group-out rows refit what :func:`evaluate` already fit
+    on the same split. The fit is deterministic (no seed), so a fit read back is the fit that
+    would have been made again, to the bit; nothing outlives the block.
+
+    >>> with shared_fits():
+    ...     _SHARED.get() == {}
+    True
+    >>> _SHARED.get() is None
+    True
+    """
+    token = _SHARED.set({} if _SHARED.get() is None else _SHARED.get())
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+def surrogate_weights(Z: np.ndarray, length, target) -> np.ndarray:
+    """Fit :func:`~memlib.feature_fits.fit_pairwise_logistic` on ``(Z, length, target)``, standardised cues.
+
+    In a :func:`shared_fits` block, once per content (a copy of the first fit each time after).
+    """
+    shared = _SHARED.get()
+    if shared is None:
+        return fit_pairwise_logistic(Z, length, target)
+    key = hashlib.sha256()
+    for a in (Z, length, target):
+        a = np.ascontiguousarray(a)
+        key.update(f"{a.dtype.str}{a.shape}".encode())
+        key.update(a.tobytes())
+    key = key.hexdigest()
+    if key not in shared:
+        shared[key] = fit_pairwise_logistic(Z, length, target)
+    return shared[key].copy()
 
 
 def _fit_nonlinear(learner, X, Z, mu, sd, tab, target, train, table_of, budget, seed):
@@ -173,5 +221,7 @@ __all__ = [
     "fit_cue_model",
     "learner_budget",
     "paper_weights",
+    "shared_fits",
     "single_thread",
+    "surrogate_weights",
 ]

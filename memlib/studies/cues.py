@@ -59,6 +59,7 @@ from memlib.studies.cue_learners import (
     fit_cue_model,
     learner_budget,
     paper_weights,
+    shared_fits,
     single_thread,
 )
 from memlib.studies.cue_learners import _table_of as _table_of  # re-exported: memlib.studies.transfer reads it
@@ -194,6 +195,7 @@ class CueStudyResult:
     info: dict = field(default_factory=dict)
 
 
+@shared_fits()  # one surrogate fit per training table for the whole study
 def cue_study_on_data(
     data, keep_fraction=0.3, n_splits=10, seed=0, quick=False, source=None, n_boot=1000, weight_boot=50, progress=False
 ) -> CueStudyResult:
