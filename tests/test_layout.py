@@ -43,6 +43,7 @@ LAYERS = [
         "memlib.feature_fits",
         "memlib.value_net",
         "memlib.metrics",
+        "memlib.intervals",
         "memlib.answers",
         "memlib.scoring",
         "memlib.synthetic",
