@@ -80,6 +80,50 @@ def order_free_mean(values) -> float:
     return math.fsum(values.tolist()) / len(values) if len(values) else float("nan")
 
 
+class _Columns:
+    """Factor columns, (d, G, W), summed into per-turn scores with :func:`~memlib.value.linear_score`'s arithmetic.
+
+    A column whose rows come in runs of identical rows (oracle haystacks of one
+    conversation share every factor but the goal) is kept once per run: its
+    products ``x * w_j`` are rounded once per run and added to each row of it, the
+    same floats as the product of every row. A column of weight 0 adds nothing
+    to a sum that starts at +0 and is left out when the factors are finite.
+
+    >>> F = np.array([[[1.0, 2.0], [1.0, 2.0], [3.0, 4.0]]])   # one column, rows 0 and 1 alike
+    >>> cols = _Columns(F, min_share=1)
+    >>> out = np.zeros((3, 2)); cols.add(out, np.array([0.5]), cols.used(np.array([0.5]))).tolist()
+    [[0.5, 1.0], [0.5, 1.0], [1.5, 2.0]]
+    >>> sorted(cols.runs), cols.used(np.array([0.0]))
+    ([0], [])
+    """
+
+    def __init__(self, F: np.ndarray, min_share: int = 4):
+        self.F = F
+        self._X = np.moveaxis(F, 0, -1)  # (G, W, d): the layout linear_score reads, column j being F[j]
+        d, G = F.shape[:2]
+        self.finite = bool(np.isfinite(F).all())
+        self.runs = {}  # column -> (first row of each run, its end, the run's row)
+        for j in range(d) if self.finite and G > 1 else ():
+            starts = np.flatnonzero(np.r_[True, np.any(F[j, 1:] != F[j, :-1], axis=1)])
+            if len(starts) * min_share <= G:  # at least min_share rows per run on average
+                self.runs[j] = (starts, np.r_[starts[1:], G], F[j, starts])
+
+    def used(self, w) -> list:
+        """Return the columns summed for weights ``w``: the nonzero ones with finite factors, else all."""
+        return [j for j in range(len(self.F)) if w[j] != 0] if self.finite else list(range(len(self.F)))
+
+    def add(self, out: np.ndarray, w, columns) -> np.ndarray:
+        """Add ``F[j] * w[j]`` to ``out`` (G, W) for each of ``columns``, in their order."""
+        for j in columns:
+            if j not in self.runs:
+                linear_score(self._X, w, [j], out=out)
+                continue
+            starts, ends, rows = self.runs[j]
+            for a, b, row in zip(starts, ends, rows * w[j]):
+                out[a:b] += row
+        return out
+
+
 class RetentionEvaluator:
     """Mean gold retention of per-haystack scores at a fixed keep fraction.
 
@@ -134,18 +178,29 @@ class RetentionEvaluator:
         self._F = np.ascontiguousarray(F.reshape(G * width, -1).T)
         self._gold_h = cases.case_haystack[cases.gold_case]
         self._has_gold = cases.n_gold > 0
+        self._columns = _Columns(self._F.reshape(len(self._F), G, width))
+        self._buffer = None  # the objective's scores, allocated on its first call
 
     def scores(self, w) -> np.ndarray:
         """Per-turn scores ``F @ w`` (:func:`~memlib.value.linear_score`), a (G, N) float32 array (padding at -inf)."""
         return self._padded_scores(w)[:, : self._N]
 
-    def _padded_scores(self, w) -> np.ndarray:
+    def _padded_scores(self, w, out=None) -> np.ndarray:
+        """Scores of weights ``w`` with the padding of each row, in ``out`` (a (G, width) float32 array) or a new one.
+
+        Each turn's sum starts from its padding (0 for a real turn, so its score is the sum itself;
+        a padded one stays at its infinity for finite weights, as when the padding is added last).
+        """
         w = np.asarray(w, dtype=np.float32)[self.columns]
-        # summed factor by factor (linear_score), so no result depends on the order of the cases; every
-        # column in use, weight 0 or not, and the weights may be signed (the learners' objective)
-        s = linear_score(self._F.T, w).reshape(self._pad.shape)
-        s += self._pad
-        return s
+        if out is None:
+            s = self._pad.copy()
+        else:
+            np.copyto(out, self._pad)
+            s = out
+        # summed factor by factor (linear_score), so no result depends on the order of the cases; a column
+        # whose weight is 0 adds nothing to a sum that starts at +0 (the factors are finite), so it is left
+        # out; the weights may be signed (the learners' objective)
+        return self._columns.add(s, w, self._columns.used(w))
 
     def _pad_scores(self, scores) -> np.ndarray:
         s = np.asarray(scores, dtype=np.float64 if np.asarray(scores).dtype == np.float64 else np.float32)
@@ -160,29 +215,42 @@ class RetentionEvaluator:
         return out
 
     def _retention(self, s: np.ndarray, expected_ties: bool = False) -> np.ndarray:
+        """Per-case retention of padded scores ``s``, which it partitions in place (pass a copy to keep them).
+
+        Only the rows where a gold turn ties the threshold need the counts above it and at it: for every
+        other case no gold turn is tied, and its kept gold turns are those above the threshold.
+        """
         cs = self.cases
         if s.shape[1] == 0:
             return np.full(cs.n_cases, np.nan)
-        part = np.partition(s, self._kth, axis=1)
-        thr = part[:, self._kth]
-        n_above = np.count_nonzero(part[:, self._kth + 1 :] > thr[:, None], axis=1) - self._n_plus
-        n_equal = np.count_nonzero(part == thr[:, None], axis=1)
         gs = s[self._gold_h, cs.gold_pos]
+        s.partition(self._kth, axis=1)
+        thr = s[:, self._kth]
         gt = thr[self._gold_h]
         C = cs.n_cases
-        gold_above = np.bincount(cs.gold_case, weights=gs > gt, minlength=C)
-        gold_equal = np.bincount(cs.gold_case, weights=gs == gt, minlength=C)
-        h = cs.case_haystack
+        kept = np.bincount(cs.gold_case, weights=gs > gt, minlength=C)
+        tied = gs == gt
+        if tied.any():
+            kept = self._with_ties(s, thr, kept, np.bincount(cs.gold_case, weights=tied, minlength=C), expected_ties)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self._has_gold, kept / cs.n_gold, np.nan)
+
+    def _with_ties(self, part, thr, gold_above, gold_equal, expected_ties: bool) -> np.ndarray:
+        """Kept gold turns per case when some gold turns tie the threshold ``thr`` of their partitioned row."""
+        h = self.cases.case_haystack
+        rows = np.flatnonzero(np.bincount(h, weights=gold_equal, minlength=len(thr)))
+        n_above = np.zeros(len(thr), dtype=np.int64)
+        n_equal = np.zeros(len(thr), dtype=np.int64)
+        t = thr[rows, None]
+        n_above[rows] = np.count_nonzero(part[rows, self._kth + 1 :] > t, axis=1) - self._n_plus[rows]
+        n_equal[rows] = np.count_nonzero(part[rows] == t, axis=1)
         slots = self.k[h] - n_above[h]
         nongold_equal = n_equal[h] - gold_equal
         if expected_ties:
             with np.errstate(invalid="ignore", divide="ignore"):
                 share = np.where(n_equal[h] > 0, np.clip(slots, 0, None) / n_equal[h], 0.0)
-            kept = gold_above + gold_equal * np.minimum(share, 1.0)
-        else:
-            kept = gold_above + np.clip(slots - nongold_equal, 0, gold_equal)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(self._has_gold, kept / cs.n_gold, np.nan)
+            return gold_above + gold_equal * np.minimum(share, 1.0)
+        return gold_above + np.clip(slots - nongold_equal, 0, gold_equal)
 
     def per_case(self, scores, ties: str = "pessimistic") -> np.ndarray:
         """Retention of every case (NaN for a case without gold) for (G, N) scores.
@@ -209,8 +277,10 @@ class RetentionEvaluator:
         return order_free_mean(r[self._has_gold])
 
     def objective(self, w) -> float:
-        """Mean retention of the linear value with weights ``w``."""
-        return self._mean(self._retention(self._padded_scores(w)))
+        """Mean retention of the linear value with weights ``w`` (summed into an array it keeps: not for threads)."""
+        if self._buffer is None:
+            self._buffer = np.empty_like(self._pad)
+        return self._mean(self._retention(self._padded_scores(w, out=self._buffer)))
 
 
 class StableOrderEvaluator:
@@ -247,6 +317,15 @@ class StableOrderEvaluator:
         self._F = np.ascontiguousarray(np.moveaxis(cases.factors, -1, 0), dtype=np.float64)  # (7, G, N): columns stream
         self._gold_h = cases.case_haystack[cases.gold_case]
         self._has_gold = cases.n_gold > 0
+        self._columns = _Columns(self._F)
+        self._padding = ~self.real
+        self._key = None  # the objective's sort keys, allocated on its first call
+        # the rows of each keep count, and the columns that can hold their k-th smallest key (the rest is padding)
+        self._by_k = [
+            (int(k), rows, min(N, max(int(k), int(cases.length[rows].max()))))
+            for k in np.unique(self.k[self.k > 0])
+            for rows in [np.flatnonzero(self.k == k)]
+        ]
 
     def per_case(self, scores) -> np.ndarray:
         """Retention of every case (NaN for a case without gold) for (G, N) scores."""
@@ -256,10 +335,13 @@ class StableOrderEvaluator:
         return self._retention(s)
 
     def _retention(self, s: np.ndarray) -> np.ndarray:
-        cs = self.cases
         if s.shape[1] == 0:
-            return np.full(cs.n_cases, np.nan)
-        key = np.where(self.real, -s, np.inf)
+            return np.full(self.cases.n_cases, np.nan)
+        return self._retention_of_keys(np.where(self.real, -s, np.inf))
+
+    def _retention_of_keys(self, key: np.ndarray) -> np.ndarray:
+        """Per-case retention of the ascending sort keys ``key`` (the negated scores, padding at ``+inf``)."""
+        cs = self.cases
         kept = self._kept_gold(key) if not np.isnan(key).any() else self._kept_gold_sorted(key)
         n_kept = np.bincount(cs.gold_case, weights=kept, minlength=cs.n_cases)
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -272,9 +354,10 @@ class StableOrderEvaluator:
         equal to ``t`` is kept while the keys below ``t`` and the equal ones up to it number at most ``k``.
         """
         t = np.full(len(key), -np.inf)  # rows that keep nothing: no key is below -inf, none is kept
-        for k in np.unique(self.k[self.k > 0]):
-            rows = np.flatnonzero(self.k == k)
-            t[rows] = np.partition(key[rows], k - 1, axis=1)[:, k - 1]
+        for k, rows, width in self._by_k:  # past ``width`` a row holds padding only, never below its k-th key
+            part = key[rows, :width]
+            part.partition(k - 1, axis=1)
+            t[rows] = part[:, k - 1]
         h, p = self._gold_h, self.cases.gold_pos
         gk, gt = key[h, p], t[h]
         kept = gk < gt
@@ -298,13 +381,26 @@ class StableOrderEvaluator:
     def _mean(self, r) -> float:
         return order_free_mean(r[self._has_gold])
 
-    def scores(self, w) -> np.ndarray:
-        """Return the value ``sum_i w_i f_i``, in factor order in float64 (:func:`~memlib.value.linear_score`)."""
-        return linear_score(np.moveaxis(self._F, 0, -1), np.asarray(w, dtype=np.float64))
+    def scores(self, w, out=None) -> np.ndarray:
+        """Return the value ``sum_i w_i f_i``, in factor order in float64 (:func:`~memlib.value.linear_score`).
+
+        With finite factors a weight of 0 adds nothing to a sum that starts at +0, so its column is left
+        out. ``out``: a (G, N) float64 array to sum into, from zeros (default: a new one).
+        """
+        w = np.asarray(w, dtype=np.float64)
+        out = np.zeros(self.real.shape) if out is None else out
+        out.fill(0.0)
+        return self._columns.add(out, w, self._columns.used(w))
 
     def objective(self, w) -> float:
-        """Mean retention of the linear value with weights ``w``."""
-        return self._mean(self._retention(self.scores(w)))
+        """Mean retention of the linear value with weights ``w`` (its keys fill an array it keeps: not for threads)."""
+        if self._N == 0:
+            return self._mean(self._retention(self.scores(w)))
+        if self._key is None:
+            self._key = np.empty(self.real.shape)
+        key = np.negative(self.scores(w, out=self._key), out=self._key)
+        np.copyto(key, np.inf, where=self._padding)
+        return self._mean(self._retention_of_keys(key))
 
 
 #: Tie rules at the cut: memlib's (a tie never favours gold) or the released experiment's (first come).

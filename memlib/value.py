@@ -60,7 +60,7 @@ def check_weights(w) -> np.ndarray:
     return w
 
 
-def linear_score(X, w, columns=None) -> np.ndarray:
+def linear_score(X, w, columns=None, out=None) -> np.ndarray:
     """``sum_j X[..., j] * w[j]``, summed column by column in order: the arithmetic of every linear value here.
 
     Not a matrix product: a BLAS product may round a row differently by where it
@@ -76,14 +76,27 @@ def linear_score(X, w, columns=None) -> np.ndarray:
     columns : sequence of int, optional
         The columns summed, in this order (default: all). Leaving out a column of
         weight 0 gives the same floats when ``X`` is finite (``x + 0.0 == x``).
+    out : ndarray, shape X.shape[:-1], optional
+        Where to sum, in place, starting from the values it holds (zeros give the
+        sum itself); of the result's dtype. Without it a new array of zeros is
+        used. The products go through one scratch array, so no call allocates
+        one array per column.
 
     >>> linear_score(np.array([[1.0, 2.0, 4.0]]), np.array([0.5, -1.0, 0.0])).tolist()
     [-1.5]
+    >>> linear_score(np.array([[1.0, 2.0]]), np.array([0.5, 1.0]), out=np.array([np.inf])).tolist()
+    [inf]
     """
     X, w = np.asarray(X), np.asarray(w)
-    out = np.zeros(X.shape[:-1], dtype=np.result_type(X.dtype, w.dtype))
+    dtype = np.result_type(X.dtype, w.dtype)
+    if out is None:
+        out = np.zeros(X.shape[:-1], dtype=dtype)
+    elif out.shape != X.shape[:-1] or out.dtype != dtype:
+        raise ParameterError(f"out must have shape {X.shape[:-1]} and dtype {dtype}, got {out.shape} {out.dtype}")
+    product = np.empty_like(out)
     for j in range(X.shape[-1]) if columns is None else columns:
-        out += X[..., j] * w[j]
+        np.multiply(X[..., j], w[j], out=product)
+        out += product
     return out
 
 

@@ -208,3 +208,60 @@ def test_a_haystack_longer_than_its_padded_width_is_refused():
     cs = CaseSet.from_cases([np.zeros((3, 7))], [np.zeros(3)], gold=[[0]])
     with pytest.raises(ParameterError, match=r"haystack 0: length 6 is outside \[0, 3\], the padded width"):
         CaseSet(cs.factors, cs.time, np.array([6]), cs.case_haystack, cs.gold_case, cs.gold_pos, cs.case_ids, cs.groups)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_objective_is_the_mean_of_per_case_bit_for_bit_call_after_call(shared):
+    """The objectives sum into arrays they keep and count ties only where a gold turn sits at the cut."""
+    from memlib.metrics import StableOrderEvaluator
+
+    rng = np.random.default_rng(12)
+    cs = random_caseset(rng, shared=shared)
+    evs = [RetentionEvaluator(cs, 0.3), StableOrderEvaluator(cs, 0.3, "floor"), StableOrderEvaluator(cs, 0.5)]
+    ws = [rng.integers(0, 3, 7).astype(float), rng.random(7) * (rng.random(7) < 0.5), rng.normal(size=7), np.zeros(7)]
+    for ev in evs:
+        for w in ws + ws[::-1]:  # again, in another order: nothing of one call stays in the next
+            assert ev.objective(w) == ev.mean(ev.scores(w))
+    pessimistic, expected = evs[0].per_case(evs[0].scores(ws[0])), evs[0].per_case(evs[0].scores(ws[0]), "expected")
+    assert np.nanmax(expected - pessimistic) > 0  # ties at the cut were counted
+
+
+def test_a_zero_weight_leaves_out_only_finite_columns():
+    from memlib.metrics import StableOrderEvaluator
+    from memlib.value import linear_score
+
+    F = np.full((1, 3, 7), 0.5)
+    F[0, 1, 2] = np.inf  # 0 * inf is NaN: a column that is not finite is summed at any weight
+    cs = CaseSet.from_cases([F[0]], [np.arange(3.0)], gold=[[0]])
+    w = np.array([1.0, 1.0, 0.0, 0, 0, 0, 0])
+    for ev in (StableOrderEvaluator(cs, 0.5), RetentionEvaluator(cs, 0.5, columns=np.ones(7, dtype=bool))):
+        with np.errstate(invalid="ignore"):
+            assert np.isnan(ev.scores(w)[0, 1]) and ev.scores(w)[0, 0] == 1.0
+    start = np.array([np.inf, 1.0])
+    np.testing.assert_array_equal(linear_score(np.ones((2, 3)), np.array([1.0, 2, 0]), out=start), [np.inf, 4.0])
+    with pytest.raises(ParameterError, match="out must have shape"):
+        linear_score(np.ones((2, 3)), np.ones(3), out=np.zeros(2, np.float32))
+
+
+@pytest.mark.parametrize("signed", [False, True])
+def test_columns_shared_by_runs_of_haystacks_sum_to_the_old_floats(signed):
+    """Oracle haystacks of one conversation share every factor but the goal: those columns are summed per run."""
+    from memlib.metrics import StableOrderEvaluator
+
+    rng = np.random.default_rng(21)
+    convs = [rng.random((int(rng.integers(5, 30)), 7)).astype(np.float32) for _ in range(3)]
+    factors, gold = [], []
+    for f in convs:
+        for _ in range(6):  # six questions a conversation: their own goal column, the rest shared
+            g = f.copy()
+            g[:, 1] = rng.random(len(f))
+            factors.append(g)
+            gold.append(rng.choice(len(f), size=2, replace=False))
+    cs = CaseSet.from_cases(factors, [np.arange(len(f), dtype=float) for f in factors], gold=gold)
+    w = rng.normal(size=7) if signed else rng.random(7)
+    w[4] = 0.0
+    ev, st = RetentionEvaluator(cs, 0.3), StableOrderEvaluator(cs, 0.3)
+    assert set(ev._columns.runs) == set(st._columns.runs) == {0, 2, 3, 4, 5, 6}  # all but the goal
+    np.testing.assert_array_equal(ev.scores(w), old_padded_scores(ev, w))
+    np.testing.assert_array_equal(st.scores(w), old_stable_scores(st, w))
+    assert ev.objective(w) == ev.mean(old_padded_scores(ev, w)) and st.objective(w) == st.mean(old_stable_scores(st, w))
