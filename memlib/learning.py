@@ -74,7 +74,8 @@ class LearnResult:
     restart_returns : list of float
         Final return of each restart.
     n_evaluations : int
-        Number of calls to the objective.
+        Number of evaluations the search made; a weight vector it had scored
+        before counts again, though its score is recalled (:func:`recalled`).
     """
 
     weights: np.ndarray
@@ -150,6 +151,7 @@ def hill_climb_released(objective, live, n_iter: int = 120, sigma0: float = 0.5,
     sigma = check_positive("sigma0", sigma0)
     gamma = check_positive("gamma", gamma)
     rng = random.Random(check_int("seed", seed, minimum=0))
+    objective = recalled(objective)
     idx = np.flatnonzero(live)
     w = np.zeros(len(FACTORS))
     w[idx] = 1.0
@@ -168,6 +170,32 @@ def hill_climb_released(objective, live, n_iter: int = 120, sigma0: float = 0.5,
     return LearnResult(w, best, [np.array(hist)], [best], n_iter + 1)
 
 
+def recalled(objective):
+    """Return ``objective`` with a memory: a weight vector scored before gets its score back, not computed again.
+
+    The climbs propose the same vector again when every factor they move is
+    clipped back to 0, or none moves; a deterministic objective (any of
+    memlib's) returns the same float for it, so recalling it changes no
+    result. The memory is the returned function's and holds one float per
+    distinct vector (keyed by its bytes: its dtype and length do not change
+    within a search).
+
+    >>> calls = []
+    >>> f = recalled(lambda w: calls.append(1) or float(w.sum()))
+    >>> f(np.ones(2)), f(np.ones(2)), f(np.zeros(2)), len(calls)
+    (2.0, 2.0, 0.0, 2)
+    """
+    scored = {}
+
+    def remembered(w):
+        key = w.tobytes()
+        if key not in scored:
+            scored[key] = float(objective(w))
+        return scored[key]
+
+    return remembered
+
+
 def _climb(objective, start, idx, n_iter, sigma0, gamma, restarts, seed, lower=None) -> LearnResult:
     """Algorithm 1's loop and the checks of its settings, shared by :func:`hill_climb` and :func:`hill_climb_signed`.
 
@@ -183,6 +211,7 @@ def _climb(objective, start, idx, n_iter, sigma0, gamma, restarts, seed, lower=N
     gamma = check_positive("gamma", gamma)
     if gamma > 1:
         raise ParameterError(f"gamma must be in (0, 1], got {gamma}")
+    objective = recalled(objective)
     best_w, best_r = None, -np.inf
     histories, finals, n_eval = [], [], 0
     for restart in range(restarts):

@@ -93,3 +93,32 @@ def test_the_moved_fits_are_the_ones_memlib_learning_names():
     from memlib import learning, value_net
 
     assert learning.fit_mlp is value_net.fit_mlp and learning.fit_mlp_released is value_net.fit_mlp_released
+
+
+@pytest.mark.parametrize("learner", ["memlib", "released", "signed"])
+def test_a_recalled_score_changes_no_climb_and_each_vector_is_scored_once(learner, monkeypatch):
+    """The climbs score each distinct weight vector once (learning.recalled) and land where re-scoring lands."""
+    import memlib.learning as learning
+
+    cs = make_cases(30, seed=5)
+    ev = RetentionEvaluator(cs, 0.3)
+    live = cs.live_factors.copy()
+    live[1:3] = False  # few live factors: vectors clipped back to 0 are proposed again often
+
+    def climb(objective):
+        if learner == "memlib":
+            return learning.hill_climb(objective, live, n_iter=120, seed=1)
+        if learner == "released":
+            return learning.hill_climb_released(objective, live)
+        return learning.hill_climb_signed(objective, live.astype(float), n_iter=80)
+
+    seen = []
+    res = climb(lambda w: seen.append(w.tobytes()) or ev.objective(w))
+    assert len(seen) == len(set(seen)) <= res.n_evaluations
+    assert learner == "signed" or len(seen) < res.n_evaluations  # unclipped signed steps never repeat a vector
+    monkeypatch.setattr(learning, "recalled", lambda objective: objective)  # every evaluation scored afresh
+    again = climb(ev.objective)
+    np.testing.assert_array_equal(res.weights, again.weights)
+    assert res.train_return == again.train_return and res.n_evaluations == again.n_evaluations
+    for h, h2 in zip(res.history, again.history):
+        np.testing.assert_array_equal(h, h2)
