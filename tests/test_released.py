@@ -132,6 +132,32 @@ def test_shuffle_splits_are_the_released_shuffles():
         assert len(test) == 5
 
 
+def test_a_shared_learn_is_the_same_learn_run_once(monkeypatch):
+    """Inside shared_learns, learn() runs a learner once per content and settings; outside it, every time."""
+    from memlib.studies import _common
+
+    cs, factors, gold = random_cases(2, coarse=False)
+    twin = CaseSet.from_cases([f.copy() for f in factors], [np.arange(len(f), dtype=float) for f in factors], gold=gold)
+    runs = []
+    real_learn = Protocol.learn
+    monkeypatch.setattr(Protocol, "learn", lambda self, *a: runs.append(a[-2:]) or real_learn(self, *a))
+    released, memlib_ = PROTOCOLS["released"], PROTOCOLS["memlib"]
+    alone = _common.learn(cs, 0.3, released, 0, True)
+    with _common.shared_learns():
+        first = _common.learn(cs, 0.3, released, 0, True)
+        assert _common.learn(twin, 0.3, "released", 7, True) is first  # same content (the times are not read)
+        with _common.shared_learns():  # nested: the outer block's learns
+            assert _common.learn(cs, 0.3, released, 3, True) is first  # the released learner has its own seed
+        assert _common.learn(cs, 0.2, released, 0, True) is not first
+        m0 = _common.learn(cs, 0.3, memlib_, 0, True)
+        assert _common.learn(cs, 0.3, memlib_, 1, True) is not m0  # memlib's learner reads the seed
+        assert _common.learn(cs.subset(np.arange(6)), 0.3, released, 0, True) is not first
+    assert _common.learn(cs, 0.3, released, 0, True) is not first  # the block closed: learned afresh
+    assert len(runs) == 7
+    np.testing.assert_array_equal(first.weights, alone.weights)
+    assert first.train_return == alone.train_return
+
+
 def test_memlibs_tie_rule_needs_its_ceil_cut():
     with pytest.raises(ParameterError, match="ceil cut only"):
         Protocol(ties="pessimistic", cut="floor")

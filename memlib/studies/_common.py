@@ -11,6 +11,9 @@ They also share per-split summaries; what they read is a :class:`~.data_spec.Dat
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -128,6 +131,54 @@ def shuffle_splits(groups, n_splits: int = 20, first_seed: int = 100, keys=None,
         train = np.isin(groups, order[: len(order) // 2])
         out.append((np.flatnonzero(train), np.flatnonzero(~train)))
     return out
+
+
+#: The learns a study shares while :func:`shared_learns` is open (``None``: none shared).
+_SHARED_LEARNS = contextvars.ContextVar("shared_learns", default=None)
+
+
+@contextlib.contextmanager
+def shared_learns():
+    """Within the block, :func:`learn` learns each training set under each protocol once and recalls it after.
+
+    A study whose parts learn on the same cases (chapter 08: Table 3, Figure 3 at its keep fraction, the
+    MLP ablation's linear value, the ladder's first rung) gets the same weights each time, computed once.
+    Blocks nest: an inner block shares the outer one's learns.
+    """
+    token = _SHARED_LEARNS.set(_SHARED_LEARNS.get() if _SHARED_LEARNS.get() is not None else {})
+    try:
+        yield
+    finally:
+        _SHARED_LEARNS.reset(token)
+
+
+def _learn_key(train, keep_fraction: float, proto: Protocol, seed: int, quick: bool) -> tuple:
+    """Return what a learn depends on: the training cases' content as the objective reads it, and the settings."""
+    digest = hashlib.sha256()
+    for a in (train.factors, train.length, train.case_haystack, train.gold_case, train.gold_pos):
+        a = np.ascontiguousarray(a)
+        digest.update(f"{a.dtype.str}{a.shape}".encode())
+        digest.update(a.tobytes())
+    # the released learner takes no seed of the study's (seed 1 on every split, RELEASED_LEARNER)
+    return digest.hexdigest(), keep_fraction, proto, seed if proto.learner == "memlib" else None, quick
+
+
+def learn(train, keep_fraction: float, protocol, seed: int, quick: bool):
+    """Weights learned on ``train`` under ``protocol`` (its tie rule, cut and learner) at ``seed``.
+
+    Returns the :class:`~memlib.learning.LearnResult`; inside :func:`shared_learns` a learn of the same
+    content and settings is recalled, not run again (the learners are deterministic).
+    """
+    proto = get_protocol(protocol)
+    shared = _SHARED_LEARNS.get()
+    key = None if shared is None else _learn_key(train, keep_fraction, proto, seed, quick)
+    if key is not None and key in shared:
+        return shared[key]
+    objective = evaluator(train, keep_fraction, proto.ties, proto.cut).objective
+    result = proto.learn(objective, train.live_factors, seed, quick)
+    if key is not None:
+        shared[key] = result
+    return result
 
 
 def learner_settings(quick: bool) -> dict:
@@ -318,8 +369,7 @@ def evaluate_splits(
     for s, (train_idx, test_idx) in enumerate(splits):
         for regime, cases in regimes.items():
             train, test = cases.subset(train_idx), cases.subset(test_idx)
-            objective = evaluator(train, keep_fraction, proto.ties, proto.cut).objective
-            learned = proto.learn(objective, train.live_factors, int(learn_seeds[s]), quick)
+            learned = learn(train, keep_fraction, proto, int(learn_seeds[s]), quick)
             wrows += [
                 {"regime": regime, "split": s, "factor": f, "weight": w} for f, w in zip(FACTORS, learned.weights)
             ]

@@ -39,6 +39,7 @@ from memlib.studies._common import (
     RealDataResult,
     evaluate_splits,
     get_protocol,
+    shared_learns,
     summarise,
 )
 from memlib.studies.data_spec import DataSpec
@@ -295,6 +296,7 @@ FIGURE3_POLICIES = ("learned_V", "uniform_V", "reliability_only", "recency_only"
 PARTS = ("table3", "figure3", "mlp", "ladder", "causal")
 
 
+@shared_learns()  # Table 3, Figure 3 at its keep fraction, the MLP ablation and the ladder learn the same cases
 def released_study(
     data: DataSpec | str = DATA, keep_fraction=0.3, n_splits=20, n_boot=1000, parts=PARTS, progress=False
 ) -> ReleasedResult:
@@ -375,16 +377,13 @@ def mlp_released(cases, keep_fraction: float = 0.3, n_splits: int = 20, quick: b
     is the share of splits where the MLP keeps more), std over splits with ddof 0.
     """
     from memlib import paper
-    from memlib.learning import RELEASED_LEARNER, fit_mlp_released, hill_climb_released
-    from memlib.studies._common import shuffle_splits
+    from memlib.learning import fit_mlp_released
+    from memlib.studies._common import learn, shuffle_splits
 
     rows = []
     for tr, te in shuffle_splits(cases.groups, n_splits, keys=cases.keys, quick=quick):
         train, test = cases.subset(tr), cases.subset(te)
-        settings = dict(RELEASED_LEARNER, n_iter=40) if quick else RELEASED_LEARNER
-        lin = hill_climb_released(
-            evaluator(train, keep_fraction, "stable", "floor").objective, train.live_factors, **settings
-        )
+        lin = learn(train, keep_fraction, _R, 1, quick)  # the released learner: its seed is its own (1)
         net = fit_mlp_released(train, train.live_factors, epochs=60 if quick else 200)
         ev = evaluator(test, keep_fraction, "stable", "floor")
         rows.append((ev.mean(ev.scores(lin.weights)), ev.mean(net(test.factors))))
