@@ -34,6 +34,8 @@ Rules, fixed here and used everywhere:
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from memlib._checks import ParameterError, check_choice, check_fraction
@@ -83,18 +85,14 @@ def order_free_mean(values) -> float:
 class _Columns:
     """Factor columns, (d, G, W), summed into per-turn scores with :func:`~memlib.value.linear_score`'s arithmetic.
 
-    A column whose rows come in runs of identical rows (oracle haystacks of one
-    conversation share every factor but the goal) is kept once per run: its
-    products ``x * w_j`` are rounded once per run and added to each row of it, the
-    same floats as the product of every row. A column of weight 0 adds nothing
-    to a sum that starts at +0 and is left out when the factors are finite.
+    A column whose rows come in runs of identical rows (oracle haystacks of one conversation share all
+    factors but the goal) is kept once per run: its products are rounded once per run and added to each
+    row, the same floats. A zero weight's column adds nothing to a sum from +0: left out if finite.
 
     >>> F = np.array([[[1.0, 2.0], [1.0, 2.0], [3.0, 4.0]]])   # one column, rows 0 and 1 alike
     >>> cols = _Columns(F, min_share=1)
     >>> out = np.zeros((3, 2)); cols.add(out, np.array([0.5]), cols.used(np.array([0.5]))).tolist()
     [[0.5, 1.0], [0.5, 1.0], [1.5, 2.0]]
-    >>> sorted(cols.runs), cols.used(np.array([0.0]))
-    ([0], [])
     """
 
     def __init__(self, F: np.ndarray, min_share: int = 4):
@@ -112,15 +110,29 @@ class _Columns:
         """Return the columns summed for weights ``w``: the nonzero ones with finite factors, else all."""
         return [j for j in range(len(self.F)) if w[j] != 0] if self.finite else list(range(len(self.F)))
 
-    def add(self, out: np.ndarray, w, columns) -> np.ndarray:
-        """Add ``F[j] * w[j]`` to ``out`` (G, W) for each of ``columns``, in their order."""
-        for j in columns:
-            if j not in self.runs:
-                linear_score(self._X, w, [j], out=out)
-                continue
-            starts, ends, rows = self.runs[j]
-            for a, b, row in zip(starts, ends, rows * w[j]):
-                out[a:b] += row
+    def add(self, out: np.ndarray, w, columns, start=None) -> np.ndarray:
+        """Add ``F[j] * w[j]`` for each of ``columns``, in order, to ``out`` (G, W), or to ``start`` into ``out``."""
+        columns = list(columns)
+        if start is not None:  # the first column (or none) from ``start``
+            j = columns.pop(0) if columns else None
+            if j is None:
+                out[...] = start
+            elif j in self.runs:
+                self._add_runs(start, out, j, w[j])
+            else:  # linear_score's first step, from ``start``: the product, rounded, then added
+                np.add(start, np.multiply(self.F[j], w[j], out=out), out=out)
+        for whole, group in itertools.groupby(columns, lambda j: j not in self.runs):
+            if whole:
+                linear_score(self._X, w, list(group), out=out)
+            else:
+                for j in group:
+                    self._add_runs(out, out, j, w[j])
+        return out
+
+    def _add_runs(self, base, out, j: int, wj) -> None:
+        starts, ends, rows = self.runs[j]
+        for a, b, row in zip(starts, ends, rows * wj):
+            np.add(base if np.ndim(base) == 0 else base[a:b], row, out=out[a:b])
         return out
 
 
@@ -186,21 +198,12 @@ class RetentionEvaluator:
         return self._padded_scores(w)[:, : self._N]
 
     def _padded_scores(self, w, out=None) -> np.ndarray:
-        """Scores of weights ``w`` with the padding of each row, in ``out`` (a (G, width) float32 array) or a new one.
-
-        Each turn's sum starts from its padding (0 for a real turn, so its score is the sum itself;
-        a padded one stays at its infinity for finite weights, as when the padding is added last).
-        """
+        """Scores of ``w`` summed from each turn's padding (0 for a real turn), in ``out`` (G, width) or a new array."""
         w = np.asarray(w, dtype=np.float32)[self.columns]
-        if out is None:
-            s = self._pad.copy()
-        else:
-            np.copyto(out, self._pad)
-            s = out
-        # summed factor by factor (linear_score), so no result depends on the order of the cases; a column
-        # whose weight is 0 adds nothing to a sum that starts at +0 (the factors are finite), so it is left
-        # out; the weights may be signed (the learners' objective)
-        return self._columns.add(s, w, self._columns.used(w))
+        # summed factor by factor (linear_score), so no result depends on the order of the cases; the weights
+        # may be signed (the learners' objective)
+        out = np.empty_like(self._pad) if out is None else out
+        return self._columns.add(out, w, self._columns.used(w), start=self._pad)
 
     def _pad_scores(self, scores) -> np.ndarray:
         s = np.asarray(scores, dtype=np.float64 if np.asarray(scores).dtype == np.float64 else np.float32)
@@ -217,8 +220,7 @@ class RetentionEvaluator:
     def _retention(self, s: np.ndarray, expected_ties: bool = False) -> np.ndarray:
         """Per-case retention of padded scores ``s``, which it partitions in place (pass a copy to keep them).
 
-        Only the rows where a gold turn ties the threshold need the counts above it and at it: for every
-        other case no gold turn is tied, and its kept gold turns are those above the threshold.
+        Only rows where a gold turn ties the threshold need the counts above and at it (:meth:`_with_ties`).
         """
         cs = self.cases
         if s.shape[1] == 0:
@@ -388,9 +390,8 @@ class StableOrderEvaluator:
         out. ``out``: a (G, N) float64 array to sum into, from zeros (default: a new one).
         """
         w = np.asarray(w, dtype=np.float64)
-        out = np.zeros(self.real.shape) if out is None else out
-        out.fill(0.0)
-        return self._columns.add(out, w, self._columns.used(w))
+        out = np.empty(self.real.shape) if out is None else out
+        return self._columns.add(out, w, self._columns.used(w), start=0.0)
 
     def objective(self, w) -> float:
         """Mean retention of the linear value with weights ``w`` (its keys fill an array it keeps: not for threads)."""
