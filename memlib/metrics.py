@@ -190,6 +190,7 @@ class RetentionEvaluator:
         self._F = np.ascontiguousarray(F.reshape(G * width, -1).T)
         self._gold_h = cases.case_haystack[cases.gold_case]
         self._has_gold = cases.n_gold > 0
+        self._per_gold = np.where(self._has_gold, cases.n_gold, 1)  # a case without gold: NaN, not 0 / 0
         self._columns = _Columns(self._F.reshape(len(self._F), G, width))
         self._buffer = None  # the objective's scores, allocated on its first call
 
@@ -234,8 +235,7 @@ class RetentionEvaluator:
         tied = gs == gt
         if tied.any():
             kept = self._with_ties(s, thr, kept, np.bincount(cs.gold_case, weights=tied, minlength=C), expected_ties)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(self._has_gold, kept / cs.n_gold, np.nan)
+        return np.where(self._has_gold, kept / self._per_gold, np.nan)
 
     def _with_ties(self, part, thr, gold_above, gold_equal, expected_ties: bool) -> np.ndarray:
         """Kept gold turns per case when some gold turns tie the threshold ``thr`` of their partitioned row."""
@@ -319,6 +319,7 @@ class StableOrderEvaluator:
         self._F = np.ascontiguousarray(np.moveaxis(cases.factors, -1, 0), dtype=np.float64)  # (7, G, N): columns stream
         self._gold_h = cases.case_haystack[cases.gold_case]
         self._has_gold = cases.n_gold > 0
+        self._per_gold = np.where(self._has_gold, cases.n_gold, 1)  # a case without gold: NaN, not 0 / 0
         self._columns = _Columns(self._F)
         self._padding = ~self.real
         self._key = None  # the objective's sort keys, allocated on its first call
@@ -346,8 +347,7 @@ class StableOrderEvaluator:
         cs = self.cases
         kept = self._kept_gold(key) if not np.isnan(key).any() else self._kept_gold_sorted(key)
         n_kept = np.bincount(cs.gold_case, weights=kept, minlength=cs.n_cases)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(self._has_gold, n_kept / cs.n_gold, np.nan)
+        return np.where(self._has_gold, n_kept / self._per_gold, np.nan)
 
     def _kept_gold(self, key: np.ndarray) -> np.ndarray:
         """Whether each gold turn ranks below ``k`` in a stable ascending sort of ``key`` (no NaN), unsorted.
