@@ -243,7 +243,8 @@ def test_defaults_command_measures_and_writes_a_defaults_file(tmp_path):
     except datasets.DatasetError as exc:
         pytest.skip(f"a dataset is not available: {exc}")
     path = tmp_path / "defaults.json"
-    out = run("defaults", "--quick", "--json", "--write", str(path))
+    # chapter 06's quick parameters (24 histories a RealMem user): the study is then one cached computation for both
+    out = run("defaults", "--quick", "--histories", "24", "--json", "--write", str(path))
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)
     from memlib.studies.defaults import ADAPTATION
