@@ -11,9 +11,6 @@ They also share per-split summaries; what they read is a :class:`~.data_spec.Dat
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,6 +22,7 @@ from memlib.factors import REGIMES
 from memlib.learning import N_ITER, RELEASED_LEARNER, RESTARTS, hill_climb, hill_climb_released
 from memlib.metrics import CUTS, TIE_RULES, evaluator
 from memlib.scoring import REGIME_FREE, SCORING_RULES, SINGLE_FACTOR, policy_scores
+from memlib.studies._memo import Recall, content_key
 from memlib.studies.data_spec import DataSpec
 
 #: Quick mode takes at most ``QUICK_SPLITS`` splits (:func:`quick_splits`); what it reads is the data's
@@ -133,34 +131,25 @@ def shuffle_splits(groups, n_splits: int = 20, first_seed: int = 100, keys=None,
     return out
 
 
-#: The learns a study shares while :func:`shared_learns` is open (``None``: none shared).
-_SHARED_LEARNS = contextvars.ContextVar("shared_learns", default=None)
+#: The learns a study shares while :func:`shared_learns` is open.
+_LEARNS = Recall("shared_learns")
 
 
-@contextlib.contextmanager
 def shared_learns():
     """Within the block, :func:`learn` learns each training set under each protocol once and recalls it after.
 
     A study whose parts learn on the same cases (chapter 08: Table 3, Figure 3 at its keep fraction, the
     MLP ablation's linear value, the ladder's first rung) gets the same weights each time, computed once.
-    Blocks nest: an inner block shares the outer one's learns.
+    Blocks nest: an inner block shares the outer one's learns (:class:`~._memo.Recall`).
     """
-    token = _SHARED_LEARNS.set(_SHARED_LEARNS.get() if _SHARED_LEARNS.get() is not None else {})
-    try:
-        yield
-    finally:
-        _SHARED_LEARNS.reset(token)
+    return _LEARNS.block()
 
 
 def _learn_key(train, keep_fraction: float, proto: Protocol, seed: int, quick: bool) -> tuple:
     """Return what a learn depends on: the training cases' content as the objective reads it, and the settings."""
-    digest = hashlib.sha256()
-    for a in (train.factors, train.length, train.case_haystack, train.gold_case, train.gold_pos):
-        a = np.ascontiguousarray(a)
-        digest.update(f"{a.dtype.str}{a.shape}".encode())
-        digest.update(a.tobytes())
+    digest = content_key(train.factors, train.length, train.case_haystack, train.gold_case, train.gold_pos)
     # the released learner takes no seed of the study's (seed 1 on every split, RELEASED_LEARNER)
-    return digest.hexdigest(), keep_fraction, proto, seed if proto.learner == "memlib" else None, quick
+    return digest, keep_fraction, proto, seed if proto.learner == "memlib" else None, quick
 
 
 def learn(train, keep_fraction: float, protocol, seed: int, quick: bool):
@@ -170,7 +159,7 @@ def learn(train, keep_fraction: float, protocol, seed: int, quick: bool):
     content and settings is recalled, not run again (the learners are deterministic).
     """
     proto = get_protocol(protocol)
-    shared = _SHARED_LEARNS.get()
+    shared = _LEARNS.table()
     key = None if shared is None else _learn_key(train, keep_fraction, proto, seed, quick)
     if key is not None and key in shared:
         return shared[key]

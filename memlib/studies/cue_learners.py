@@ -14,9 +14,7 @@ standardised cues, or a non-linear ceiling, run on one thread by :func:`single_t
 
 from __future__ import annotations
 
-import hashlib
 from contextlib import contextmanager
-from contextvars import ContextVar
 from types import SimpleNamespace
 
 import numpy as np
@@ -35,6 +33,7 @@ from memlib.learning import (
     retention_mass,
 )
 from memlib.metrics import RetentionEvaluator
+from memlib.studies._memo import Recall, content_key
 from memlib.studies.cue_data import CueData
 from memlib.value import LinearValue
 
@@ -119,10 +118,9 @@ def fit_cue_model(learner: str, train: CueData, table_of, keep_fraction: float, 
 
 
 #: The surrogate fits of the current :func:`shared_fits` block, by content of what they were fit on.
-_SHARED: ContextVar[dict | None] = ContextVar("shared_surrogate_fits", default=None)
+_FITS = Recall("shared_surrogate_fits")
 
 
-@contextmanager
 def shared_fits():
     """Within the block, fit the convex surrogate once per training table and reuse it.
 
@@ -130,19 +128,15 @@ def shared_fits():
     ``surrogate+hill_climb`` start from the same fit, and the ablation's full model, the
     keep-fraction curve and the leave-one-group-out rows refit what :func:`evaluate` already fit
     on the same split. The fit is deterministic (no seed), so a fit read back is the fit that
-    would have been made again, to the bit; nothing outlives the block.
+    would have been made again, to the bit; nothing outlives the block (:class:`~._memo.Recall`).
 
     >>> with shared_fits():
-    ...     _SHARED.get() == {}
+    ...     _FITS.table() == {}
     True
-    >>> _SHARED.get() is None
+    >>> _FITS.table() is None
     True
     """
-    token = _SHARED.set({} if _SHARED.get() is None else _SHARED.get())
-    try:
-        yield
-    finally:
-        _SHARED.reset(token)
+    return _FITS.block()
 
 
 def surrogate_weights(Z: np.ndarray, length, target) -> np.ndarray:
@@ -150,15 +144,10 @@ def surrogate_weights(Z: np.ndarray, length, target) -> np.ndarray:
 
     In a :func:`shared_fits` block, once per content (a copy of the first fit each time after).
     """
-    shared = _SHARED.get()
+    shared = _FITS.table()
     if shared is None:
         return fit_pairwise_logistic(Z, length, target)
-    key = hashlib.sha256()
-    for a in (Z, length, target):
-        a = np.ascontiguousarray(a)
-        key.update(f"{a.dtype.str}{a.shape}".encode())
-        key.update(a.tobytes())
-    key = key.hexdigest()
+    key = content_key(Z, length, target)
     if key not in shared:
         shared[key] = fit_pairwise_logistic(Z, length, target)
     return shared[key].copy()
