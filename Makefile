@@ -47,7 +47,7 @@ install: $(STAMP)
 studies: install
 	$(PY) -m memlib studies --out results --jobs $(STUDY_JOBS) $(if $(filter 1,$(PAPER)),--paper,)
 
-## Build the book into _build/html (re-executes every notebook; any failing cell or any warning, such as a
+## Build the book into _build/html (re-executes every notebook, on every core; any failing cell or any warning, such as a
 ## glue key glued twice on a page, fails the build). After `make studies` the chapters read the cached
 ## study results, so a warm rebuild only renders. `make book QUICK=1` builds every chapter in quick mode,
 ## with the same strictness and the same check: CI (.ci/run) builds that.

@@ -104,8 +104,11 @@ def execute(md_path, out_path, parameters: dict | None = None, progress: bool = 
         tmp_in.unlink(missing_ok=True)
 
 
-def build_book(source=ROOT, output=None, quick: bool = False) -> int:
+def build_book(source=ROOT, output=None, quick: bool = False, jobs: int | None = None) -> int:
     """Build the Jupyter Book at ``source``; every notebook re-executes; warnings are errors.
+
+    The build is ``jupyter-book build --all -W --keep-going``'s, with the pages read (and so the notebooks
+    run) on ``jobs`` processes, in a process of its own (:mod:`memlib.book_sphinx`).
 
     Parameters
     ----------
@@ -117,20 +120,22 @@ def build_book(source=ROOT, output=None, quick: bool = False) -> int:
         Build every chapter in quick mode: the book is staged by :func:`stage_quick` (each chapter as
         ``.ipynb`` with ``quick = True`` injected after its parameters cell) and built from there, with the
         same configuration and the same strictness. CI builds this book; ``make`` builds the full one.
+    jobs : int, optional
+        Processes to read pages on (default: every core this process may use; Sphinx reads serially a
+        book of five pages or fewer).
 
     Returns
     -------
     int
-        The exit code of ``jupyter-book build``: non-zero when any cell fails or the build warns (a glue key
-        glued twice on a page, say).
+        The build's exit code: non-zero when any cell fails or the build warns (a glue key glued twice on a
+        page, say).
     """
     source = Path(source)
     output = Path(output) if output is not None else source
     if quick:
         source = stage_quick(source, output / "build" / "book-quick")
-    cmd = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(source), "--all", "-W", "--keep-going"]
-    cmd += ["--path-output", str(output)]
-    return subprocess.call(cmd)
+    cmd = [sys.executable, "-m", "memlib.book_sphinx", str(source), str(output)]
+    return subprocess.call(cmd + ([] if jobs is None else [str(jobs)]))
 
 
 def stage_quick(source, staged) -> Path:

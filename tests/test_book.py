@@ -46,6 +46,37 @@ def test_build_fails_exactly_when_a_cell_fails(tmp_path, source, ok):
         assert "white-space: pre-wrap" in (root / "_build" / "html" / "_static" / "memlib.css").read_text()
 
 
+#: A page whose cell prints the process that runs its kernel's parent: the Sphinx process that read it.
+READER_CELL = "import os\nprint('read by', os.getppid())"
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.parametrize("fail", [False, True])
+def test_a_book_of_many_pages_runs_its_notebooks_in_parallel_and_still_fails_on_a_failing_cell(tmp_path, capfd, fail):
+    """Sphinx reads a book of more than five pages on two processes (so two notebooks run at once), with no
+    warning under ``-W`` (the numbering extension is declared safe by :mod:`memlib.book_sphinx`); a failing
+    cell on any page still fails the build."""
+    root = make_book(tmp_path, READER_CELL)
+    pages = [f"page{i}" for i in range(6)]
+    for i, name in enumerate(pages):
+        cell = "raise RuntimeError('boom')" if fail and i == 4 else READER_CELL
+        (root / f"{name}.md").write_text(NB_HEADER + f"# Page {i}\n\n```{{code-cell}} ipython3\n{cell}\n```\n")
+    chapters = "".join(f"  - file: {p}\n" for p in pages)
+    (root / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n" + chapters)
+    code = book.build_book(root, jobs=2)
+    out = capfd.readouterr()
+    assert "doing serial read" not in out.out + out.err
+    if fail:
+        assert code != 0 and "boom" in out.out + out.err
+        return
+    assert code == 0, out.err[-2000:]
+    html_dir = root / "_build" / "html"
+    readers = {re.search(r"read by (\d+)", (html_dir / f"{p}.html").read_text()).group(1) for p in pages}
+    assert len(readers) >= 2  # the pages were read (their notebooks run) by more than one process
+    assert book.check_html(html_dir) == []
+
+
 FORMULA = r"""The value is $V(m) = \sum_{i=1}^{7} w_i f_i(m)$ and a turn is forgotten by
 
 $$

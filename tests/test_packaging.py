@@ -22,6 +22,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 EXTRA_OF = {
     "book.py": "book",
     "book_math.py": "book",
+    "book_sphinx.py": "book",
     "plots.py": "studies",
     "learning.py": "studies",
     "feature_fits.py": "studies",
