@@ -62,7 +62,9 @@ all: studies
 	$(if $(filter 1,$(QUICK)),,MEMLIB_EXPECT_CACHED=1 )$(MAKE) --no-print-directory book
 
 ## The full book with the paper's benchmark: chapter 08 and the paper study on all 498 LongMemEval-S
-## questions. Cold, the LongMemEval-S embeddings take about 48 minutes on 2 cores (cached afterwards).
+## questions. Cold, LongMemEval-S is embedded twice (cached afterwards): at 128 word pieces for every study, about
+## 48 minutes on 2 cores, and its long turns at 256 for the released factors (its own stage, on every core:
+## memlib.studies.PAPER_ALONE; on one core beside the other runs it embedded about 10 long turns a second).
 paper:
 	$(MAKE) all PAPER=1
 
