@@ -19,6 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from memlib._checks import check_int
 from memlib._safewrite import check_target, file_in_the_way, make_folder, write_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -130,6 +131,8 @@ def build_book(source=ROOT, output=None, quick: bool = False, jobs: int | None =
         The build's exit code: non-zero when any cell fails or the build warns (a glue key glued twice on a
         page, say).
     """
+    if jobs is not None:
+        check_int("jobs", jobs, minimum=1)
     source = Path(source)
     output = Path(output) if output is not None else source
     if quick:
@@ -157,7 +160,7 @@ def stage_quick(source, staged) -> Path:
     Returns
     -------
     pathlib.Path
-        ``staged``, ready for ``jupyter-book build``.
+        ``staged``, ready for :func:`build_book` (``jupyter-book build`` reads it as well).
     """
     import shutil
 

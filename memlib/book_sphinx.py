@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
 from pathlib import Path
+
+from memlib._checks import ParameterError, check_int
 
 #: The version of ``sphinx_multitoc_numbering`` whose source was read and found safe to run beside parallel reading.
 CHECKED_MULTITOC = "0.1.3"
@@ -60,13 +63,20 @@ def build(source, output, jobs: int | None = None) -> int:
     Returns
     -------
     int
-        Sphinx's status: 0, or 1 when a cell failed or the build warned.
+        Sphinx's status: 0, or 1 when a cell failed or the build warned; 2 when ``source`` holds no
+        ``_config.yml``.
     """
     from jupyter_book.sphinx import build_sphinx
 
     source, output = Path(source).resolve(), Path(output).resolve()
-    jobs = default_jobs() if jobs is None else int(jobs)
+    if not (source / "_config.yml").is_file():
+        print(f"memlib: error: no _config.yml in {source}: not a book's folder", file=sys.stderr)
+        return 2
+    jobs = default_jobs() if jobs is None else check_int("jobs", jobs, minimum=1)
     if jobs > 1 and not multitoc_checked():
+        print(
+            f"memlib: reading the pages serially: sphinx-multitoc-numbering is not {CHECKED_MULTITOC}", file=sys.stderr
+        )
         jobs = 1
     result = build_sphinx(
         source,
@@ -81,10 +91,12 @@ def build(source, output, jobs: int | None = None) -> int:
         keep_going=True,
         jobs=jobs,
     )
-    if isinstance(result, BaseException):  # jupyter-book has printed it: in parallel, only its last line
+    if isinstance(result, BaseException):  # Sphinx printed its last line and frame only: print what caused it
         worker_traceback = getattr(result, "traceback", None)  # a page read in another process (SphinxParallelError)
         if isinstance(worker_traceback, str):
             print(worker_traceback, file=sys.stderr)  # with the cell that failed and its error
+        elif isinstance(result, Exception):
+            traceback.print_exception(result)  # its chained cause: the cell that failed and its error
         return 1
     return int(result)
 
@@ -100,10 +112,19 @@ def setup(app):
 def main(argv=None) -> int:
     """``python -m memlib.book_sphinx SOURCE OUTPUT [JOBS]``: :func:`build`, its status the exit code."""
     args = sys.argv[1:] if argv is None else argv
+    usage = "usage: python -m memlib.book_sphinx SOURCE OUTPUT [JOBS]"
     if len(args) not in (2, 3):
-        print("usage: python -m memlib.book_sphinx SOURCE OUTPUT [JOBS]", file=sys.stderr)
+        print(usage, file=sys.stderr)
         return 2
-    return build(args[0], args[1], int(args[2]) if len(args) == 3 else None)
+    jobs = None
+    try:
+        if len(args) == 3:
+            text = args[2].strip()
+            jobs = check_int("JOBS", int(text) if text.lstrip("-").isdigit() else text, minimum=1)
+    except ParameterError as err:
+        print(f"{usage}\nmemlib: error: {err}", file=sys.stderr)
+        return 2
+    return build(args[0], args[1], jobs)
 
 
 if __name__ == "__main__":

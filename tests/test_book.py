@@ -33,10 +33,12 @@ def make_book(tmp_path: Path, cell_source: str, prose: str = "") -> Path:
 @pytest.mark.slow
 @pytest.mark.integration
 @pytest.mark.parametrize("source, ok", [("print(1 + 1)", True), ("raise RuntimeError('boom')", False)])
-def test_build_fails_exactly_when_a_cell_fails(tmp_path, source, ok):
+def test_build_fails_exactly_when_a_cell_fails(tmp_path, capfd, source, ok):
     root = make_book(tmp_path, source)
     code = book.build_book(root)
     assert (code == 0) is ok
+    if not ok:  # the failing cell and its error are printed, not only the page's name
+        assert "boom" in "".join(capfd.readouterr())
     if ok:
         page = (root / "_build" / "html" / "page.html").read_text()
         assert "2" in page
@@ -75,6 +77,21 @@ def test_a_book_of_many_pages_runs_its_notebooks_in_parallel_and_still_fails_on_
     readers = {re.search(r"read by (\d+)", (html_dir / f"{p}.html").read_text()).group(1) for p in pages}
     assert len(readers) >= 2  # the pages were read (their notebooks run) by more than one process
     assert book.check_html(html_dir) == []
+
+
+def test_the_build_refuses_a_bad_jobs_count_and_a_folder_without_a_config(tmp_path, capsys):
+    from memlib import book_sphinx
+    from memlib._checks import ParameterError
+
+    for bad in ("0", "-2", "two", "1.5"):
+        assert book_sphinx.main([str(tmp_path), str(tmp_path), bad]) == 2
+        err = capsys.readouterr().err
+        assert "usage: python -m memlib.book_sphinx" in err and "JOBS must be an integer >= 1" in err
+    assert book_sphinx.main([str(tmp_path)]) == 2
+    with pytest.raises(ParameterError, match="jobs must be an integer >= 1, got 0"):
+        book.build_book(tmp_path, jobs=0)
+    assert book_sphinx.build(tmp_path, tmp_path, jobs=2) == 2  # no _config.yml: said, nothing built
+    assert "no _config.yml in" in capsys.readouterr().err and not (tmp_path / "_build").exists()
 
 
 FORMULA = r"""The value is $V(m) = \sum_{i=1}^{7} w_i f_i(m)$ and a turn is forgotten by

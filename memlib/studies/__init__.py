@@ -265,6 +265,7 @@ __all__ = [
     "MAIN_HISTORIES",
     "MAIN_HISTORIES_STUDIES",
     "MAIN_SAMPLE",
+    "PAPER_ALONE",
     "QUICK_LIMIT",
     "STUDIES",
     "DataSpec",
