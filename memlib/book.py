@@ -19,7 +19,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from memlib._checks import check_int
 from memlib._safewrite import check_target, file_in_the_way, make_folder, write_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -131,8 +130,6 @@ def build_book(source=ROOT, output=None, quick: bool = False, jobs: int | None =
         The build's exit code: non-zero when any cell fails or the build warns (a glue key glued twice on a
         page, say).
     """
-    if jobs is not None:
-        check_int("jobs", jobs, minimum=1)
     source = Path(source)
     output = Path(output) if output is not None else source
     if quick:
