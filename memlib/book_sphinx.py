@@ -18,23 +18,15 @@ version that was read (:data:`CHECKED_MULTITOC`); for any other, :func:`build` r
 
 from __future__ import annotations
 
-import os
 import sys
 import traceback
 from pathlib import Path
 
 from memlib._checks import ParameterError, check_int
+from memlib._cores import usable_cores
 
 #: The version of ``sphinx_multitoc_numbering`` whose source was read and found safe to run beside parallel reading.
 CHECKED_MULTITOC = "0.1.3"
-
-
-def default_jobs() -> int:
-    """Return the processes to read pages on: the cores this process may run on."""
-    try:
-        return max(len(os.sched_getaffinity(0)), 1)
-    except AttributeError:  # not on Linux
-        return max(os.cpu_count() or 1, 1)
 
 
 def multitoc_checked() -> bool:
@@ -57,7 +49,7 @@ def build(source, output, jobs: int | None = None) -> int:
     output : str or pathlib.Path
         The folder ``_build/`` is written in (jupyter-book's ``--path-output``).
     jobs : int, optional
-        Processes to read pages (and run notebooks) on; default :func:`default_jobs`. One when the
+        Processes to read pages (and run notebooks) on; default :func:`~memlib._cores.usable_cores`. One when the
         numbering extension is not the version read.
 
     Returns
@@ -72,7 +64,7 @@ def build(source, output, jobs: int | None = None) -> int:
     if not (source / "_config.yml").is_file():
         print(f"memlib: error: no _config.yml in {source}: not a book's folder", file=sys.stderr)
         return 2
-    jobs = default_jobs() if jobs is None else check_int("jobs", jobs, minimum=1)
+    jobs = usable_cores() if jobs is None else check_int("jobs", jobs, minimum=1)
     if jobs > 1 and not multitoc_checked():
         print(
             f"memlib: reading the pages serially: sphinx-multitoc-numbering is not {CHECKED_MULTITOC}", file=sys.stderr

@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from memlib._checks import ParameterError, check_fraction, check_int
+from memlib._cores import usable_cores
 from memlib._safewrite import check_target, make_folder, write_file
 from memlib.datasets import DatasetError
 from memlib.studies import STUDIES, DataSpec
@@ -407,7 +408,7 @@ def _run_main_job(args) -> int:
     for stage in stages:
         for name, _, _ in stage:
             check_target(out / f"{name}.json")
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = usable_cores()
 
     def environment(width: int) -> dict:
         # runs side by side share the cores: each gets its part, or torch and BLAS threads fight over them

@@ -13,6 +13,7 @@ LAYERS = [
     {
         "memlib",
         "memlib._checks",
+        "memlib._cores",
         "memlib._text",
         "memlib._cachefiles",
         "memlib._safewrite",
