@@ -29,7 +29,7 @@ $(STAMP): requirements.txt pyproject.toml .ci/pip_to_uv.py
 
 # `make` is the quick main job: wherever a study would read all of LongMemEval-S (the paper study,
 # chapter 08; the LongMemEval-S side of chapters 03 to 07; the defaults study of chapter 06; the cue
-# study's transfer in chapter 09) it reads a seeded sample of 4 questions (memlib.studies.MAIN_SAMPLE,
+# study's transfer in chapter 09) it reads a seeded sample of 3 questions (memlib.studies.MAIN_SAMPLE,
 # the same questions everywhere, so a fresh clone embeds those haystacks once), and of each sampled
 # RealMem user 24 of the histories its questions end, spread over its stream (memlib.studies.MAIN_HISTORIES:
 # a user asks dozens of questions inside one stream, each a history the defaults, transfer, usage and need
