@@ -80,13 +80,16 @@ paper:
 ## not change as it does nproc); TEST_JOBS=1 runs everything in this process.
 TEST_JOBS := $(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 PYTEST_JOBS = $(if $(filter 1,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder)
+## Temporary files of the tests (pytest's tmp_path, the doctests' and the kernels' temporary folders) go to one new
+## folder (TMPDIR), removed when the run ends, pass or fail: before, each run left dozens of folders in /tmp.
+IN_TEST_TMP = tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; TMPDIR=$$tmp
 test: install
 	$(PY) -m memlib notebooks prepare build/nb --quick
-	$(PY) -m pytest build/nb tests memlib --doctest-modules --nbval-lax --nbval-current-env --durations=30 $(PYTEST_JOBS)
+	$(IN_TEST_TMP) $(PY) -m pytest build/nb tests memlib --doctest-modules --nbval-lax --nbval-current-env --durations=30 $(PYTEST_JOBS)
 
 ## The unit tests alone (not marked slow): under a minute on 2 cores.
 test-fast: install
-	$(PY) -m pytest -m "not slow" $(PYTEST_JOBS)
+	$(IN_TEST_TMP) $(PY) -m pytest -m "not slow" $(PYTEST_JOBS)
 
 ## Edit the chapters in JupyterLab on this venv's kernel: notebooks/*.md open as notebooks and saving
 ## writes the .md (jupytext; paired .ipynb are git-ignored). Config: .jupyter/. Extra flags: LAB_ARGS=...
