@@ -448,6 +448,23 @@ def _text_emotion(texts: list, used: np.ndarray, arousal: str) -> np.ndarray:
     return intensity_from_features(feats, arousal)
 
 
+def text_valence(texts: list, ids) -> np.ndarray:
+    """VADER's compound valence of ``texts[i]`` for each ``i`` in ``ids`` (column 0 of :func:`emotion_features`).
+
+    Read from this process's last VADER pass of :func:`annotate` over the same ``texts`` list where it scored
+    every one of ``ids`` (a cold run annotates a corpus and then reads its valences: one pass, not two), else
+    scored now; the numbers are the same either way (VADER scores each text alone).
+
+    >>> texts = ["Great!!", "Fine.", "Awful."]
+    >>> text_valence(texts, [2, 0]).round(3).tolist()
+    [-0.459, 0.689]
+    """
+    ids = np.asarray(ids, dtype=np.int64)
+    if _EMOTION_MEMO and _EMOTION_MEMO[0] is texts and np.isin(ids, _EMOTION_MEMO[1]).all():
+        return _EMOTION_MEMO[2][ids, 0].copy()
+    return emotion_features([texts[i] for i in ids], score=vader_scores)[:, 0]
+
+
 def peak_rss_gb() -> float:
     """Peak resident memory of this process so far, in GB (Linux and macOS)."""
     import resource
@@ -469,6 +486,7 @@ __all__ = list(
             "annotate",
             "content_keys",
             "peak_rss_gb",
+            "text_valence",
             # the annotator's parts
             *_factor_key.__all__,
             *_factor_sets.__all__,

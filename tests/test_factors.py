@@ -369,3 +369,22 @@ def test_annotate_names_its_setting_embedding_setting_only(lme, fake_model):
     for old in ({"embedding": "fast"}, {"max_seq_length": 128}):
         with pytest.raises(TypeError, match=f"unexpected keyword argument '{next(iter(old))}'"):
             Fm.annotate(lme, "blind", use_cache=False, progress=False, **old)
+
+
+def test_text_valence_reads_the_annotations_vader_pass_and_equals_a_fresh_one(monkeypatch):
+    from memlib import factors as F
+
+    texts = ["I love this so much!!", "Terrible news today.", "ok", "We met at noon.", "Worst. Day. Ever."]
+    fresh = F.emotion_features(texts)[:, 0]
+    monkeypatch.setattr(F, "_EMOTION_MEMO", [])
+    F._text_emotion(texts, np.array([0, 1, 3, 4]), "structural")  # what annotate runs on a corpus's used texts
+
+    def no_second_pass(*a, **k):
+        raise AssertionError("VADER ran again")
+
+    monkeypatch.setattr(F, "emotion_features", no_second_pass)
+    assert F.text_valence(texts, [4, 0, 1]).tolist() == fresh[[4, 0, 1]].tolist()  # bit for bit, from the memo
+    with pytest.raises(AssertionError, match="VADER ran again"):
+        F.text_valence(texts, [2])  # a text the pass did not score is scored now
+    with pytest.raises(AssertionError, match="VADER ran again"):
+        F.text_valence(list(texts), [0])  # another list (the memo keys on the list itself)

@@ -197,7 +197,7 @@ def _load(data: DataSpec, progress: bool = False) -> Corpus:
     """:func:`load_corpus`, computed."""
     from memlib.cues import compute_cues
     from memlib.embeddings import embed_cached, embed_text_table
-    from memlib.factors import emotion_features
+    from memlib.factors import emotion_features, text_valence
 
     ds, anns = data.load(progress, regimes=("blind",))
     ann = anns["blind"]
@@ -222,7 +222,7 @@ def _load(data: DataSpec, progress: bool = False) -> Corpus:
         np.where(valid, sess_code[rr], -1),
         np.where(valid, np.searchsorted(used, text_ids[rr]), 0),
         E,
-        emotion_features(texts)[:, 0],
+        text_valence(ds.texts, used),  # the annotation's VADER pass where it just ran (a cold run): not a second one
         np.asarray(embed_cached(qs, embedding, progress=progress), np.float32),
         emotion_features(qs)[:, 0],
         texts,
