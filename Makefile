@@ -21,10 +21,10 @@ $(STAMP): requirements.txt pyproject.toml .ci/pip_to_uv.py
 	# uv installs the pinned set in well under a minute where pip took two to three (issue 33), from the places
 	# pip is configured to look (.ci/pip_to_uv.py); it compiles the bytecode, as pip does
 	$(PY) -m pip install -q --disable-pip-version-check uv==$$(sed -n 's/^uv==//p' requirements.txt) $(PIP_QUIET)
-	readarray -t where < <($(PY) .ci/pip_to_uv.py $(PY)); \
-	$(VENV)/bin/uv pip install -q --python $(PY) --compile-bytecode --index-strategy unsafe-best-match "$${where[@]}" \
+	opts=$$($(PY) .ci/pip_to_uv.py $(PY)); where=(); [ -z "$$opts" ] || readarray -t where <<<"$$opts"; \
+	$(VENV)/bin/uv pip install -q --python $(PY) --compile-bytecode --no-config --index-strategy unsafe-best-match "$${where[@]}" \
 		-r requirements.txt; \
-	$(VENV)/bin/uv pip install -q --python $(PY) --compile-bytecode --index-strategy unsafe-best-match "$${where[@]}" --no-deps -e .
+	$(VENV)/bin/uv pip install -q --python $(PY) --compile-bytecode --no-config --index-strategy unsafe-best-match "$${where[@]}" --no-deps -e .
 	touch $@
 
 # `make` is the quick main job: wherever a study would read all of LongMemEval-S (the paper study,
