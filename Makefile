@@ -16,15 +16,18 @@ endif
 # ($XDG_CACHE_HOME/memlib, else ~/.cache/memlib: memlib._cachefiles.cache_root); set MEMLIB_CACHE_DIR to move them.
 PIP_QUIET := 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 
+# uv into this venv, from the places pip looks (`where`, set in the recipe below), compiling the bytecode as pip does
+UV_INSTALL = $(VENV)/bin/uv pip install -q --python $(PY) --compile-bytecode --no-config --index-strategy unsafe-best-match \
+	"$${where[@]}"
+
 $(STAMP): requirements.txt pyproject.toml .ci/pip_to_uv.py
 	test -x $(PY) || python3 -m venv $(VENV)
 	# uv installs the pinned set in well under a minute where pip took two to three (issue 33), from the places
 	# pip is configured to look (.ci/pip_to_uv.py); it compiles the bytecode, as pip does
 	$(PY) -m pip install -q --disable-pip-version-check uv==$$(sed -n 's/^uv==//p' requirements.txt) $(PIP_QUIET)
 	opts=$$($(PY) .ci/pip_to_uv.py $(PY)); where=(); [ -z "$$opts" ] || readarray -t where <<<"$$opts"; \
-	$(VENV)/bin/uv pip install -q --python $(PY) --compile-bytecode --no-config --index-strategy unsafe-best-match "$${where[@]}" \
-		-r requirements.txt; \
-	$(VENV)/bin/uv pip install -q --python $(PY) --compile-bytecode --no-config --index-strategy unsafe-best-match "$${where[@]}" --no-deps -e .
+	$(UV_INSTALL) -r requirements.txt; \
+	$(UV_INSTALL) --no-deps -e .
 	touch $@
 
 # `make` is the quick main job: wherever a study would read all of LongMemEval-S (the paper study,

@@ -461,7 +461,7 @@ def text_valence(texts: list, ids) -> np.ndarray:
     """
     ids = np.asarray(ids, dtype=np.int64)
     if _EMOTION_MEMO and _EMOTION_MEMO[0] is texts and np.isin(ids, _EMOTION_MEMO[1]).all():
-        return _EMOTION_MEMO[2][ids, 0].copy()
+        return _EMOTION_MEMO[2][ids, 0]  # fancy indexing: a new array
     return emotion_features([texts[i] for i in ids], score=vader_scores)[:, 0]
 
 
