@@ -68,9 +68,9 @@ all: studies
 	$(if $(filter 1,$(QUICK)),,MEMLIB_EXPECT_CACHED=1 )$(MAKE) --no-print-directory book
 
 ## The full book with the paper's benchmark: chapter 08 and the paper study on all 498 LongMemEval-S
-## questions. Cold, LongMemEval-S is embedded twice (cached afterwards): at 128 word pieces for every study, about
-## 48 minutes on 2 cores, and its long turns at 256 for the released factors (its own stage, on every core:
-## memlib.studies.PAPER_ALONE; on one core beside the other runs it embedded about 10 long turns a second).
+## questions. Every corpus is embedded first, one at a time on every core (memlib.studies.PAPER_EMBED; cached, so
+## seconds when warm), then every study runs in one pool. Cold, LongMemEval-S is embedded twice: at 128 word pieces for
+## every study, about 48 minutes on 2 cores, and its long turns at 256 for the released factors, about 70 more.
 paper:
 	$(MAKE) all PAPER=1
 

@@ -394,13 +394,16 @@ def _run_main_job(args) -> int:
     writer, once the run has succeeded, so a failed run leaves no table behind) and a
     line ``study <name>: <seconds> s``. The folder and every table's target are
     checked before the first run. The first failure stops the job after the
-    runs in flight end, with its error output and status.
+    runs in flight end, with its error output and status. With ``--paper``, the corpora
+    of :data:`memlib.studies.PAPER_EMBED` are annotated first (``python -m memlib annotate``,
+    one at a time on every core, a line ``embed <name>: <seconds> s`` each), so that every
+    study reads them cached.
     """
     import subprocess
     import time
     from concurrent.futures import ThreadPoolExecutor
 
-    from memlib.studies import main_job
+    from memlib.studies import PAPER_EMBED, main_job
 
     jobs = check_int("jobs", args.jobs, minimum=1)
     out = make_folder(args.out)
@@ -422,29 +425,29 @@ def _run_main_job(args) -> int:
     def run(item):  # reads ``env``, set for each stage below
         name, study, options = item
         t0 = time.perf_counter()
-        done = subprocess.run(
-            [sys.executable, "-m", "memlib", "study", study, *options, "--json"],
-            capture_output=True,
-            env=env,
-        )
+        command = ["annotate", *options] if study is None else ["study", study, *options]
+        done = subprocess.run([sys.executable, "-m", "memlib", *command, "--json"], capture_output=True, env=env)
         err = done.stderr.decode("utf-8", "replace")
-        if not done.returncode:
+        if not done.returncode and study is not None:
             write_file(out / f"{name}.json", done.stdout, mode=0o644)
         return name, done.returncode, err, time.perf_counter() - t0
 
-    for stage in stages:
+    # make paper embeds first, one corpus at a time on every core (PAPER_EMBED); no table is written for these
+    embed = [[(f"embed {name}", None, options)] for name, options in PAPER_EMBED] if args.paper else []
+    for stage in [*embed, *stages]:
         env = environment(min(jobs, len(stage)))
         failed = None
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             for name, code, err, seconds in pool.map(run, stage):
+                label = name if name.startswith("embed ") else f"study {name}"
                 if code:
-                    failed = failed or (name, code, err)
-                    print(f"study {name}: failed (exit {code}) after {seconds:.0f} s", flush=True)
+                    failed = failed or (label, code, err)
+                    print(f"{label}: failed (exit {code}) after {seconds:.0f} s", flush=True)
                 else:
-                    print(f"study {name}: {seconds:.0f} s", flush=True)
+                    print(f"{label}: {seconds:.0f} s", flush=True)
         if failed:
-            name, code, err = failed
+            label, code, err = failed
             sys.stderr.write(err)
-            print(f"memlib: error: study {name} failed", file=sys.stderr)
+            print(f"memlib: error: {label} failed", file=sys.stderr)
             return code
     return 0

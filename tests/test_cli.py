@@ -40,6 +40,9 @@ def test_main_job_runs_every_study_with_its_chapters_parameters():
         MAIN_HISTORIES,
         MAIN_HISTORIES_STUDIES,
         MAIN_SAMPLE,
+        PAPER_EMBED,
+        PAPER_LONGEST_FIRST,
+        PAPER_ONLY,
         STUDIES,
         main_job,
     )
@@ -47,10 +50,15 @@ def test_main_job_runs_every_study_with_its_chapters_parameters():
     for paper in (False, True):
         stages = main_job(paper=paper)
         runs = [r for stage in stages for r in stage]
-        assert {study for _, study, _ in runs} == set(STUDIES)
+        assert {study for _, study, _ in runs} == set(STUDIES) - (set() if paper else set(PAPER_ONLY))
         assert len({name for name, _, _ in runs}) == len(runs)  # one output file per run
-        embed = [["factors"], ["paper"]] if paper else [["factors", "paper"]]  # embedding first
-        assert [[name for name, _, _ in st] for st in stages[: len(embed)]] == embed
+        if paper:  # every corpus embedded before any study (the runner annotates them), then one pool
+            assert len(stages) == 1
+            assert {opts[1] for _, opts in PAPER_EMBED} == {"locomo", "realmem", "longmemeval_s"}
+            assert ["--factor-set", "released", "--embedding", "reference"] == PAPER_EMBED[-1][1][2:]
+            assert [name for name, _, _ in stages[0][: len(PAPER_LONGEST_FIRST)]] == list(PAPER_LONGEST_FIRST)
+        else:  # embedding first: LoCoMo and the LongMemEval-S sample side by side
+            assert [name for name, _, _ in stages[0]] == ["factors", "paper"]
         compared = {study for name, study, o in runs if name != study and "--factor-set" not in o}
         assert compared == set(COMPARED)
         by_set = {(study, o[1]) for name, study, o in runs if "--factor-set" in o and name != study}
@@ -99,6 +107,23 @@ def test_studies_command_writes_each_table_whole_and_stops_at_a_failure(tmp_path
     assert {r["policy"] for r in rows} >= {"learned_V", "uniform_V"}
     assert not (tmp_path / "broken.json").exists()
     assert not list(tmp_path.glob(".*.tmp"))  # nothing half-written is left
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_paper_job_embeds_before_any_study_and_a_failed_embedding_stops_it(tmp_path, monkeypatch, capsys):
+    import memlib.studies as S
+    from memlib import cli
+
+    missing = tmp_path / "missing.jsonl"
+    monkeypatch.setattr(S, "PAPER_EMBED", (("nowhere", ["--dataset", str(missing)]),))
+    monkeypatch.setattr(S, "main_job", lambda paper=False: [[("synthetic", "synthetic", ["--quick"])]])
+    code = cli.main(["studies", "--out", str(tmp_path / "out"), "--jobs", "1", "--paper"])
+    out, err = capsys.readouterr()
+    assert code != 0
+    assert "embed nowhere: failed" in out and "study synthetic" not in out  # no study ran
+    assert "memlib: error: embed nowhere failed" in err and "missing.jsonl" in err  # the annotate error, shown
+    assert not list((tmp_path / "out").iterdir())  # and no table was written, for the embedding or a study
 
 
 @pytest.mark.slow

@@ -10,6 +10,8 @@
 * :mod:`~.optimisers`, ``optimisers``: hill-climb against CMA-ES (07);
 * :mod:`~.reproduction`, ``paper``: the paper's benchmark, LongMemEval-S, beside the paper (08);
 * :mod:`~.released`, ``released``: the authors' released experiment, rebuilt and taken apart (08);
+* :mod:`~.reproduction`, ``embedding-check``: the faster embedding settings against the paper's, on a sample of
+  LongMemEval-S (08; in paper mode only: :data:`PAPER_ONLY`);
 * :mod:`~.cues`, ``cues``: what to remember, learned from many cheap cues (09);
 * :mod:`~.transfer`, ``transfer``: learn on some corpora, test on one never seen (10);
 * :mod:`~.usage`, ``usage``: usage history made live by replaying the agent's own retrievals (10);
@@ -28,7 +30,7 @@ the Makefile (``python -m memlib study --list``) and ``python -m memlib sweep`` 
 >>> list(STUDIES)[:6]
 ['synthetic', 'factors', 'oracle-blind', 'mlp', 'sweep', 'stream']
 >>> list(STUDIES)[6:]
-['defaults', 'optimisers', 'paper', 'released', 'cues', 'transfer', 'usage', 'need']
+['defaults', 'optimisers', 'paper', 'released', 'embedding-check', 'cues', 'transfer', 'usage', 'need']
 >>> STUDIES["synthetic"].notebook
 '01_synthetic_confounds.md'
 >>> STUDIES["stream"].parameters[:3]
@@ -160,6 +162,7 @@ STUDIES: dict[str, Study] = {
         Study("optimisers", optimisers.optimiser_comparison, "summary", "07_optimisers.md"),
         Study("paper", reproduction.reproduce, "table", "08_longmemeval.md"),
         Study("released", released.released_study, "table", "08_longmemeval.md"),
+        Study("embedding-check", reproduction.embedding_check, "table", "08_longmemeval.md"),
         Study("cues", cues.cue_study, "summary", "09_cues.md"),
         Study("transfer", transfer.transfer_study, "summary", "10_transfer.md", corpora=transfer.CORPORA),
         Study("usage", usage.usage_study, "table", "10_transfer.md", corpora=transfer.CORPORA),
@@ -211,29 +214,40 @@ BY_FACTOR_SET = ("mlp", "sweep")
 
 #: The main job's slowest runs after the embedding stage (measured on a fresh clone), started first.
 LONGEST_FIRST = ("cues", "defaults", "oracle-blind")
-#: Runs ``make paper`` gives a stage of their own, on every core, after ``paper``: ``released`` alone reads
-#: LongMemEval-S's embeddings at 256 word pieces (the released factors' setting; the other studies read 128).
-#: Beside the other runs, on one thread, it embedded about 10 long turns a second: after 40 minutes 70,748 turns
-#: were still to embed (about two hours more), while the other core had finished every other run and sat idle
-#: (2026-12-04, ``make paper`` on a clean clone of ``3813a19``, the 128 embeddings cached; stopped there).
-PAPER_ALONE = ("released",)
+#: What ``make paper`` embeds before any study runs, one run at a time on every core (``python -m memlib annotate``,
+#: the embeddings and factor tables cached; seconds each when they are): every corpus its studies read whole, at each
+#: embedding setting they read it (``released`` alone reads LongMemEval-S at 256 word pieces, the released factors'
+#: setting). Then every study runs in one pool, ``--jobs`` at a time, with no core left idle at a stage's end: in
+#: stages (``paper`` alone, then ``released`` alone, then the rest), one core sat idle through ``paper`` and
+#: ``released`` (290 s and 319 s of a warm ``make paper``, 2026-12-05), and a study that embeds beside another gets
+#: one thread (``released`` embedded about 10 long turns a second so; alone, on both cores, about 17).
+PAPER_EMBED = (
+    ("locomo", ["--dataset", "locomo"]),
+    ("realmem", ["--dataset", "realmem", "--regime", "blind"]),
+    ("longmemeval_s", ["--dataset", COMPARE_DATASET]),
+    ("longmemeval_s-reference", ["--dataset", COMPARE_DATASET, "--factor-set", "released", "--embedding", "reference"]),
+)
+#: ``make paper``'s slowest runs (2026-12-05, all data, embeddings cached), started first.
+PAPER_LONGEST_FIRST = ("defaults", "transfer", "released", "paper", "embedding-check", "cues", "usage")
+#: Studies only ``make paper`` runs: their chapter shows them in paper mode alone (``embedding-check`` embeds a
+#: sample of LongMemEval-S in every setting; in the book it took 368 s of a warm ``make paper``, 2026-12-05).
+PAPER_ONLY = ("embedding-check",)
 
 
 def main_job(paper: bool = False) -> list[list[tuple[str, str, list[str]]]]:
     """Every study run of the main job, in stages: ``[(output name, study, command-line options)]``.
 
-    The first stage embeds (LoCoMo through ``factors``, the LongMemEval-S sample through ``paper``), so the
-    last stage's runs, which may run side by side, read warm caches. The main job runs the two side by side
-    (they embed different texts, and a sample's annotation and learning would leave a core idle); ``make paper``
-    runs them one after the other, so that the two hours of LongMemEval-S embeddings get every core, and then
-    ``released`` alone (:data:`PAPER_ALONE`). Each run has the parameters its chapter passes, so the book reads
-    the cached results. ``paper``: all questions and histories instead of :data:`MAIN_SAMPLE` and
-    :data:`MAIN_HISTORIES` (``make paper``).
+    The main job's first stage embeds (LoCoMo through ``factors``, the LongMemEval-S sample through ``paper``, side
+    by side: they embed different texts, and a sample's annotation and learning would leave a core idle), so the
+    last stage's runs, which run side by side, read warm caches. ``make paper`` embeds before any study
+    (:data:`PAPER_EMBED`, run by ``python -m memlib studies --paper``) and then runs every study in one stage. Each
+    run has the parameters its chapter passes, so the book reads the cached results. ``paper``: all questions and
+    histories instead of :data:`MAIN_SAMPLE` and :data:`MAIN_HISTORIES` (``make paper``).
 
     >>> [[name for name, _, _ in stage] for stage in main_job()][:1]
     [['factors', 'paper']]
-    >>> [[name for name, _, _ in stage] for stage in main_job(paper=True)][:3]
-    [['factors'], ['paper'], ['released']]
+    >>> [name for name, _, _ in main_job(paper=True)[0]][:4]
+    ['defaults', 'transfer', 'released', 'paper']
     >>> dict((n, o) for n, _, o in main_job()[-1])["cues"]
     ['--transfer-from', 'longmemeval_s', '--transfer-sample', '3']
     >>> dict((n, o) for n, _, o in main_job()[-1])["defaults"]
@@ -248,11 +262,17 @@ def main_job(paper: bool = False) -> list[list[tuple[str, str, list[str]]]]:
         **{n: [*sample, *histories] for n in MAIN_HISTORIES_STUDIES},
         "cues": ["--transfer-from", COMPARE_DATASET, *([] if paper else ["--transfer-sample", str(MAIN_SAMPLE)])],
     }
-    first = ("factors", "paper", *(PAPER_ALONE if paper else ()))
-    # the longest runs start first, so two workers finish close together (order only: same results)
-    later = [*LONGEST_FIRST, *(n for n in STUDIES if n not in first and n not in LONGEST_FIRST)]
-    embed = [[(n, n, special.get(n, []))] for n in first] if paper else [[(n, n, special.get(n, [])) for n in first]]
-    stages = [*embed, [(n, n, special.get(n, [])) for n in later]]
+    # the longest runs start first, so the workers finish close together (order only: same results)
+    if paper:
+        order = [*PAPER_LONGEST_FIRST, *(n for n in STUDIES if n not in PAPER_LONGEST_FIRST)]
+        stages = [[(n, n, special.get(n, [])) for n in order]]
+    else:
+        first = ("factors", "paper")
+        later = [n for n in STUDIES if n not in (*first, *LONGEST_FIRST, *PAPER_ONLY)]
+        stages = [
+            [(n, n, special.get(n, [])) for n in first],
+            [(n, n, special.get(n, [])) for n in (*LONGEST_FIRST, *later)],
+        ]
     for name in COMPARED:
         stages[-1].append((f"{name}-{COMPARE_DATASET}", name, ["--dataset", COMPARE_DATASET, *sample]))
     for name in BY_FACTOR_SET:
@@ -267,7 +287,9 @@ __all__ = [
     "MAIN_HISTORIES",
     "MAIN_HISTORIES_STUDIES",
     "MAIN_SAMPLE",
-    "PAPER_ALONE",
+    "PAPER_EMBED",
+    "PAPER_LONGEST_FIRST",
+    "PAPER_ONLY",
     "QUICK_LIMIT",
     "STUDIES",
     "DataSpec",
