@@ -396,8 +396,8 @@ def _run_main_job(args) -> int:
     checked before the first run. The first failure stops the job after the
     runs in flight end, with its error output and status. With ``--paper``, the corpora
     of :data:`memlib.studies.PAPER_EMBED` are annotated first (``python -m memlib annotate``,
-    one at a time on every core, a line ``embed <name>: <seconds> s`` each), so that every
-    study reads them cached.
+    one at a time on every core, its progress and errors shown as they come, then a line
+    ``embed <name>: <seconds> s``), so that every study reads them cached.
     """
     import subprocess
     import time
@@ -425,12 +425,17 @@ def _run_main_job(args) -> int:
     def run(item):  # reads ``env``, set for each stage below
         name, study, options = item
         t0 = time.perf_counter()
-        command = ["annotate", *options] if study is None else ["study", study, *options]
-        done = subprocess.run([sys.executable, "-m", "memlib", *command, "--json"], capture_output=True, env=env)
-        err = done.stderr.decode("utf-8", "replace")
-        if not done.returncode and study is not None:
+        if study is None:  # an embedding run, alone: its progress (the longest wait of a cold run) shows as it comes
+            done = subprocess.run(
+                [sys.executable, "-m", "memlib", "annotate", *options], stdout=subprocess.DEVNULL, env=env
+            )
+            return name, done.returncode, "", time.perf_counter() - t0
+        done = subprocess.run(
+            [sys.executable, "-m", "memlib", "study", study, *options, "--json"], capture_output=True, env=env
+        )
+        if not done.returncode:
             write_file(out / f"{name}.json", done.stdout, mode=0o644)
-        return name, done.returncode, err, time.perf_counter() - t0
+        return name, done.returncode, done.stderr.decode("utf-8", "replace"), time.perf_counter() - t0
 
     # make paper embeds first, one corpus at a time on every core (PAPER_EMBED); no table is written for these
     embed = [[(f"embed {name}", None, options)] for name, options in PAPER_EMBED] if args.paper else []

@@ -111,7 +111,7 @@ def test_studies_command_writes_each_table_whole_and_stops_at_a_failure(tmp_path
 
 @pytest.mark.slow
 @pytest.mark.integration
-def test_paper_job_embeds_before_any_study_and_a_failed_embedding_stops_it(tmp_path, monkeypatch, capsys):
+def test_paper_job_embeds_before_any_study_and_a_failed_embedding_stops_it(tmp_path, monkeypatch, capfd):
     import memlib.studies as S
     from memlib import cli
 
@@ -119,7 +119,7 @@ def test_paper_job_embeds_before_any_study_and_a_failed_embedding_stops_it(tmp_p
     monkeypatch.setattr(S, "PAPER_EMBED", (("nowhere", ["--dataset", str(missing)]),))
     monkeypatch.setattr(S, "main_job", lambda paper=False: [[("synthetic", "synthetic", ["--quick"])]])
     code = cli.main(["studies", "--out", str(tmp_path / "out"), "--jobs", "1", "--paper"])
-    out, err = capsys.readouterr()
+    out, err = capfd.readouterr()  # the annotate run writes its error output straight to the job's
     assert code != 0
     assert "embed nowhere: failed" in out and "study synthetic" not in out  # no study ran
     assert "memlib: error: embed nowhere failed" in err and "missing.jsonl" in err  # the annotate error, shown
