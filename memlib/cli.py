@@ -255,7 +255,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--out", default="results", help="folder for the JSON tables (default results/)")
     r.add_argument("--jobs", type=int, default=2, help="studies run at once (>= 1), default 2")
-    r.add_argument("--paper", action="store_true", help="all LongMemEval-S questions (make paper)")
+    r.add_argument(
+        "--paper",
+        action="store_true",
+        help="make paper: every corpus annotated first, then every study on all its data (and embedding-check)",
+    )
 
     a = sub.add_parser("annotate", help="annotate a dataset with the seven factors (cached)")
     _add_data_options(a, "", dataset_required=True)

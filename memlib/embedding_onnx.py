@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from memlib._cachefiles import cache_folder_ok, cache_root, set_aside
+from memlib._cores import thread_budget
 from memlib._safewrite import write_file
 from memlib.embedding_cache import DIM, MODEL_TAG
 from memlib.embedding_model import _tokenizer, load_model, model_input
@@ -141,8 +142,9 @@ class OnnxEncoder:
         self.max_seq_length = max_seq_length
         self.tokenizer = _tokenizer()
         so = ort.SessionOptions()
-        if hasattr(os, "sched_getaffinity"):  # the cores this process may use; elsewhere ONNX Runtime decides
-            so.intra_op_num_threads = len(os.sched_getaffinity(0))
+        # the cores this process may use, or its share of them beside other runs (OMP_NUM_THREADS, which torch reads
+        # and ONNX Runtime does not)
+        so.intra_op_num_threads = thread_budget()
         path = onnx_int8_model()
         try:
             self.session = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])

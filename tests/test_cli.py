@@ -109,6 +109,23 @@ def test_studies_command_writes_each_table_whole_and_stops_at_a_failure(tmp_path
     assert not list(tmp_path.glob(".*.tmp"))  # nothing half-written is left
 
 
+def test_chapter_08_reads_the_embedding_check_the_paper_job_computes():
+    import re
+    from pathlib import Path
+
+    from memlib.studies import STUDIES
+    from memlib.studies.reproduction import CHECK_SAMPLE
+
+    text = (Path(__file__).resolve().parent.parent / "notebooks" / "08_longmemeval.md").read_text()
+    # `python -m memlib study embedding-check` (the paper job) runs the study's own data: the chapter must ask for the
+    # same, or make paper's book fails with MEMLIB_EXPECT_CACHED (or computes it again)
+    assert re.search(r"^check_sample = (\d+)", text, re.M).group(1) == str(CHECK_SAMPLE)
+    assert 'STUDIES["embedding-check"].data_spec(dataset=dataset, sample=check_sample)' in text
+    assert STUDIES["embedding-check"].data_spec() == STUDIES["embedding-check"].data_spec(
+        dataset="longmemeval_s", sample=CHECK_SAMPLE
+    )
+
+
 @pytest.mark.slow
 @pytest.mark.integration
 def test_paper_job_embeds_before_any_study_and_a_failed_embedding_stops_it(tmp_path, monkeypatch, capfd):

@@ -216,11 +216,13 @@ BY_FACTOR_SET = ("mlp", "sweep")
 LONGEST_FIRST = ("cues", "defaults", "oracle-blind")
 #: What ``make paper`` embeds before any study runs, one run at a time on every core (``python -m memlib annotate``,
 #: the embeddings and factor tables cached; seconds each when they are): every corpus its studies read whole, at each
-#: embedding setting they read it (``released`` alone reads LongMemEval-S at 256 word pieces, the released factors'
-#: setting). Then every study runs in one pool, ``--jobs`` at a time, with no core left idle at a stage's end: in
-#: stages (``paper`` alone, then ``released`` alone, then the rest), one core sat idle through ``paper`` and
-#: ``released`` (290 s and 319 s of a warm ``make paper``, 2026-12-05), and a study that embeds beside another gets
-#: one thread (``released`` embedded about 10 long turns a second so; alone, on both cores, about 17).
+#: embedding setting they read it (``released`` reads all of LongMemEval-S at 256 word pieces, the released factors'
+#: setting; ``embedding-check`` a sample of it). Then every study runs in one pool, ``--jobs`` at a time, with no
+#: core left idle at a stage's end: in stages (``factors``, then ``paper`` alone, then ``released`` alone, then the
+#: rest), one core sat idle through ``paper`` and ``released`` (290 s and 319 s of a warm ``make paper``,
+#: 2026-12-05), and a study that embeds beside another gets one thread (``released`` embedded about 10 long turns a
+#: second so; alone, on both cores, about 17). Not covered: RealMem's questions (a blind annotation does not embed
+#: them; the first study that loads the corpus does, a few seconds) and ``embedding-check``'s ``int8`` pass.
 PAPER_EMBED = (
     ("locomo", ["--dataset", "locomo"]),
     ("realmem", ["--dataset", "realmem", "--regime", "blind"]),
