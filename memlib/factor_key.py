@@ -21,8 +21,8 @@ from memlib.embeddings import cache_root
 #: The source files of memlib/ whose code changes a factor table; the cache key (:func:`fingerprint`)
 #: hashes them, so an edit to any of them invalidates the cached tables (``datasets``: that package;
 #: ``__init__.py`` holds the column order, :data:`memlib.FACTORS`). Every module :mod:`memlib.factors` loads is
-#: here but ``_checks.py`` (error messages), ``_cachefiles.py`` (cache paths) and ``_safewrite.py``
-#: (how a file is written, not what it holds).
+#: here but ``_checks.py`` (error messages), ``_cachefiles.py`` (cache paths), ``_safewrite.py``
+#: (how a file is written, not what it holds) and ``_cores.py`` (how many threads compute).
 SOURCE_FILES = (
     "__init__.py",
     "factors.py",
