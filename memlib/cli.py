@@ -108,8 +108,10 @@ def _defaults(args) -> int:
         check_target(path)
     data = DataSpec(quick=args.quick, sample=args.sample, histories=args.histories)
     # the study as chapter 06 (and the main job) runs it, through the result cache: one computation for all three
-    measured = STUDIES["defaults"].run(data)
-    hs = [defaults.load_corpus(dataclasses.replace(data, dataset=d)) for d in measured.info["datasets"]]
+    # progress on the error output when it is a terminal (with or without --json, which prints on standard output)
+    progress = sys.stderr.isatty()
+    measured = STUDIES["defaults"].run(data, progress=progress)
+    hs = [defaults.load_corpus(dataclasses.replace(data, dataset=d), progress) for d in measured.info["datasets"]]
     chosen = defaults_file.choose_defaults(hs, measured=measured, data=data)
     if args.json:
         print(_table_to_json(measured.headline))
