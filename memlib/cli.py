@@ -435,22 +435,21 @@ def _run_main_job(args) -> int:
             done = subprocess.run(
                 [sys.executable, "-m", "memlib", "annotate", *options], stdout=subprocess.DEVNULL, env=env
             )
-            return name, done.returncode, "", time.perf_counter() - t0
+            return f"embed {name}", done.returncode, "", time.perf_counter() - t0
         done = subprocess.run(
             [sys.executable, "-m", "memlib", "study", study, *options, "--json"], capture_output=True, env=env
         )
         if not done.returncode:
             write_file(out / f"{name}.json", done.stdout, mode=0o644)
-        return name, done.returncode, done.stderr.decode("utf-8", "replace"), time.perf_counter() - t0
+        return f"study {name}", done.returncode, done.stderr.decode("utf-8", "replace"), time.perf_counter() - t0
 
     # make paper embeds first, one corpus at a time on every core (PAPER_EMBED); no table is written for these
-    embed = [[(f"embed {name}", None, options)] for name, options in PAPER_EMBED] if args.paper else []
+    embed = [[(name, None, options)] for name, options in PAPER_EMBED] if args.paper else []
     for stage in [*embed, *stages]:
         env = environment(min(jobs, len(stage)))
         failed = None
         with ThreadPoolExecutor(max_workers=jobs) as pool:
-            for name, code, err, seconds in pool.map(run, stage):
-                label = name if name.startswith("embed ") else f"study {name}"
+            for label, code, err, seconds in pool.map(run, stage):
                 if code:
                     failed = failed or (label, code, err)
                     print(f"{label}: failed (exit {code}) after {seconds:.0f} s", flush=True)
