@@ -265,7 +265,8 @@ def test_the_defaults_study_leaves_each_corpus_out_and_its_own_choice_never_read
     # the adaptation rows describe the adaptive store, whichever rule was shipped: the best adaptive candidate
     adaptive = m.info["adaptive"]
     assert adaptive["rule"] == "adaptive" and adaptive == D.best_adaptive(
-        m.table.rename(columns={"mean": "value"}).query("part == 'forgetting' and metric == 'retention'")
+        m.table.rename(columns={"mean": "value"}).query("part == 'forgetting' and metric == 'retention'"),
+        m.table[m.table["part"] == "safety"],
     )
     cand = m.table.set_index(["part", "dataset", "split", "metric", *D.FORGET_KEYS])["mean"]
     for d in "abc":
@@ -310,42 +311,46 @@ def test_answer_retention_reads_the_answer_string_in_the_kept_turns_and_leaves_o
     assert np.isnan(answer_retention_per_case(dataclasses.replace(c, texts=common), masks)[5])
 
 
-def _forget_rows(means: dict) -> pd.DataFrame:
-    """Held-out forgetting rows, one case per (configuration, corpus), from ``{(model, rule, scale): [x, y]}``."""
+def _forget_cases(cases: dict) -> pd.DataFrame:
+    """Held-out forgetting rows from ``{(model, rule, scale): {corpus: [retention of each case]}}``, a group a case."""
     rows = []
-    for (model, rule, scale), per_corpus in means.items():
-        for dataset, v in zip(("x", "y"), per_corpus):
-            rows.append(
-                {
-                    "split": "held_out",
-                    "dataset": dataset,
-                    "value_model": model,
-                    "rule": rule,
-                    "beta": 0.0,
-                    "value_scale": scale,
-                    "value": v,
-                }
-            )
+    for (model, rule, scale), per_corpus in cases.items():
+        for dataset, values in per_corpus.items():
+            for i, v in enumerate(values):
+                config = {"value_model": model, "rule": rule, "beta": 0.0, "value_scale": scale}
+                rows.append(
+                    {"split": "held_out", "dataset": dataset, "trained_on": "other", **config}
+                    | {"value": v, "group": f"{dataset}{i}"}
+                )
     return pd.DataFrame(rows)
 
 
-def test_an_adaptive_configuration_that_costs_one_corpus_more_than_the_margin_is_not_chosen():
-    # scale 0.5 is best on its worst corpus and on the mean, but keeps 0.016 less than its prior on y
-    forget = _forget_rows(
+def test_an_adaptive_configuration_is_safe_only_where_the_interval_of_its_gain_says_so():
+    # on y, scale 0.5 keeps 0.016 less than its prior in every case; scale 1 only 0.006 less on the mean, but
+    # one of ten groups loses 0.06, so its interval reaches below -0.01 (a mean rule would have called it safe)
+    forget = _forget_cases(
         {
-            ("m", "value", 0.0): [0.40, 0.735],
-            ("m", "adaptive", 0.5): [0.62, 0.719],
-            ("m", "adaptive", 1.0): [0.59, 0.729],
-            ("m", "adaptive", 4.0): [0.45, 0.735],
+            ("m", "value", 0.0): {"x": [0.40] * 10, "y": [0.70] * 10},
+            ("m", "adaptive", 0.5): {"x": [0.62] * 10, "y": [0.684] * 10},
+            ("m", "adaptive", 1.0): {"x": [0.59] * 10, "y": [0.64] + [0.70] * 9},
+            ("m", "adaptive", 4.0): {"x": [0.45] * 10, "y": [0.70] * 10},
         }
     )
-    assert D.best_adaptive(forget)["value_scale"] == 1.0
-    means = forget.rename(columns={"value": "mean"})
-    assert D.safe_configurations(means)["value_scale"].unique().tolist() == [0.0, 1.0, 4.0]
-    assert D.safe_configurations(means, margin=0.02)["value_scale"].unique().tolist() == [0.0, 0.5, 1.0, 4.0]
+    gains = D.prior_gains(forget).set_index(["dataset", "value_scale"])
+    assert gains.loc[("y", 1.0), "mean"] == pytest.approx(-0.006)
+    assert gains.loc[("y", 1.0), "ci_low"] < -D.SAFETY < gains.loc[("y", 1.0), "mean"]
+    assert gains.loc[("x", 0.5), ["mean", "ci_low", "ci_high"]].tolist() == pytest.approx([0.22] * 3)
+    means = forget.groupby(["dataset", "trained_on", *D.FORGET_KEYS], sort=False)["value"].mean()
+    means = means.rename("mean").reset_index()
+    g = D.prior_gains(forget)
+    assert D.safe_configurations(means, g)["value_scale"].unique().tolist() == [0.0, 4.0]
+    assert D.safe_configurations(means, g, margin=0.02)["value_scale"].unique().tolist() == [0.0, 0.5, 1.0, 4.0]
+    assert D.best_adaptive(forget, g)["value_scale"] == 4.0
     # with no safe adaptive configuration, the adaptation rows still describe the best adaptive one
     none_safe = forget.assign(value=np.where(forget["rule"] == "value", forget["value"], forget["value"] - 0.1))
-    assert D.best_adaptive(none_safe)["value_scale"] == 0.5
+    assert D.best_adaptive(none_safe, D.prior_gains(none_safe))["value_scale"] == 0.5
     # a prior that cannot be read is an error, not a pass
-    with pytest.raises(ParameterError, match="no finite prior"):
-        D.safe_configurations(means[means["rule"] != "value"])
+    with pytest.raises(ParameterError, match="no prior"):
+        D.prior_gains(forget[forget["rule"] != "value"])
+    with pytest.raises(ParameterError, match="no gain over its prior"):
+        D.safe_configurations(means, g[g["value_scale"] != 1.0])

@@ -27,8 +27,9 @@ its own conversations, so every choice is measured, blind, on a corpus it was no
   ``len(configurations())`` candidates); for each corpus, the same choice is also made
   without it (each of the others held out from a value learned on the rest), and the
   headline reports both;
-* an adaptive configuration is a candidate only where it is *safe* (:func:`safe_configurations`):
-  on no corpus the choice reads does it keep less than its prior minus :data:`SAFETY`.
+* an adaptive configuration is a candidate only where it is *safe* (:mod:`memlib.studies.safety`):
+  on no corpus the choice reads does the 95% interval of its paired gain over its prior reach
+  below ``-SAFETY``.
 
 :func:`memlib.studies.defaults_file.choose_defaults` takes the shipped configuration, learns
 its value on every corpus and returns what ``memlib/defaults.json`` holds (``python -m memlib
@@ -64,6 +65,7 @@ from memlib.studies.corpora import (
     retention_per_case,
 )
 from memlib.studies.data_spec import EACH, DataSpec
+from memlib.studies.safety import FORGET_KEYS, SAFETY, prior_gains, safe_configurations
 from memlib.value import LinearValue
 
 #: Corpora the defaults are measured on, each left out in turn (person-person and user-assistant chat).
@@ -156,7 +158,8 @@ class DefaultsResult:
         used only for a choice made without ``dataset``), ``value_model, rule, beta`` (forgetting) or
         ``value_weight, mood_weight`` (retrieval, for the configurations a choice needs), ``metric``,
         ``mean`` over the corpus's questions, ``ci_low, ci_high`` (95% bootstrap over its groups),
-        ``n_questions, n_groups``.
+        ``n_questions, n_groups``. Part ``safety``: each adaptive configuration's paired gain over its
+        prior (metric ``gain over prior``, :func:`~.safety.prior_gains`), what the choices read.
     chosen : DataFrame
         One row per choice: ``shipped`` (the worst case over every corpus held out in turn: what
         ``memlib/defaults.json`` holds) and, per corpus, ``without <corpus>`` (the same choice made
@@ -191,36 +194,6 @@ def _worst_case(scores: pd.DataFrame, keys: list[str]) -> dict:
     """
     best = rank_by_worst_case(scores, keys).iloc[0]
     return {k: best[k] for k in keys}
-
-
-#: An adaptive configuration may keep at most this much less gold than its prior on any corpus it is chosen on.
-SAFETY = 0.01
-
-
-def safe_configurations(scores: pd.DataFrame, margin: float = SAFETY) -> pd.DataFrame:
-    """Drop the adaptive configurations that keep less than their prior minus ``margin`` on some corpus.
-
-    ``scores`` holds a ``mean`` per configuration (:data:`FORGET_KEYS`) and ``dataset`` (and ``trained_on``, when
-    several training sets are read). The prior of an adaptive configuration is the ``value`` rule with the same value
-    model and data: what the adaptive store does until its user's references say otherwise. Every other rule is
-    kept. An adaptive row with no finite prior or mean is a :class:`~memlib._checks.ParameterError`.
-
-    >>> s = pd.DataFrame({"value_model": "m", "rule": ["value", "adaptive", "adaptive"] * 2, "beta": 0.0,
-    ...     "value_scale": [0.0, 1.0, 2.0] * 2, "dataset": [*"xxxyyy"], "mean": [0.5, 0.7, 0.6, 0.8, 0.78, 0.795]})
-    >>> safe_configurations(s)["value_scale"].tolist()   # scale 1 keeps 0.02 less than its prior on y
-    [0.0, 2.0, 0.0, 2.0]
-    """
-    on = [c for c in ("dataset", "trained_on") if c in scores]
-    prior = scores[scores["rule"] == "value"].set_index([*on, "value_model"])["mean"]
-    floor = prior.reindex(pd.MultiIndex.from_frame(scores[[*on, "value_model"]])).to_numpy() - margin
-    adaptive = (scores["rule"] == "adaptive").to_numpy()
-    unknown = adaptive & ~(np.isfinite(floor) & np.isfinite(scores["mean"].to_numpy(dtype=float)))
-    if unknown.any():
-        where = scores[unknown].iloc[0][[*FORGET_KEYS, *on]].to_dict()
-        raise ParameterError(f"no finite prior (rule 'value') or mean for the adaptive configuration {where}")
-    short = adaptive & (scores["mean"].to_numpy() < floor)
-    unsafe = set(scores.loc[short, FORGET_KEYS].itertuples(index=False, name=None))
-    return scores[[k not in unsafe for k in scores[FORGET_KEYS].itertuples(index=False, name=None)]]
 
 
 def protocol(names: list[str]) -> dict:
@@ -283,7 +256,6 @@ def _retrieval_rows(
     return pd.concat(rows, ignore_index=True)
 
 
-FORGET_KEYS = ["value_model", "rule", "beta", "value_scale"]
 MIX_KEYS = ["value_weight", "mood_weight"]
 MIXES = tuple((a, b) for a in VALUE_WEIGHTS for b in MOOD_WEIGHTS)
 
@@ -296,11 +268,12 @@ def _config_rows(h, values, config: dict, keep_fraction, trained_on, split, mixe
     return _retrieval_rows(h, values[config["value_model"]], forgetting, labels, keep_fraction, retrieval, answers)
 
 
-def _choices(forget: pd.DataFrame, plan: dict, by_name, values, keep_fraction) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _choices(forget, gains, plan: dict, by_name, values, keep_fraction) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Choose the shipped configuration and one without each corpus: a forgetting rule, then a retrieval mix.
 
     Each is the configuration whose worst corpus keeps the most gold (on the pairs it may read;
-    an adaptive one only where :func:`safe_configurations` keeps it), then the mix whose worst
+    an adaptive one only where :func:`~.safety.safe_configurations` keeps it, on the ``gains`` of
+    :func:`~.safety.prior_gains`), then the mix whose worst
     ``recall_all@K`` is best on it. Returns ``(chosen, retrieval rows)``.
     """
     means = forget.groupby(["dataset", "trained_on", "split", *FORGET_KEYS], sort=False)["value"].mean()
@@ -309,7 +282,7 @@ def _choices(forget: pd.DataFrame, plan: dict, by_name, values, keep_fraction) -
     def scores_of(pairs):
         """Return the means of each safe configuration on the given (training corpora, tested corpus) pairs."""
         rows = [means[(means["trained_on"] == _key(s)) & (means["dataset"] == a)] for s, a in pairs]
-        return safe_configurations(pd.concat(rows))
+        return safe_configurations(pd.concat(rows), gains)
 
     configs = {"shipped": (_worst_case(scores_of(plan["held_out"]), FORGET_KEYS), plan["held_out"])}
     for t, pairs in plan["without"].items():
@@ -362,22 +335,23 @@ def _headline_rows(h, values, src, forget, chosen, keep_fraction) -> list[pd.Dat
 ADAPTATION = ("adaptive store", "prior only", "placebo", "in domain", "gain over prior", "placebo gain over prior")
 
 
-def best_adaptive(forget: pd.DataFrame) -> dict:
+def best_adaptive(forget: pd.DataFrame, gains: pd.DataFrame) -> dict:
     """Return the adaptive configuration whose worst held-out corpus keeps the most gold (rows of ``forget``).
 
-    Among the safe ones (:func:`safe_configurations`; all when none is safe). What the headline's
+    Among the safe ones (:func:`~.safety.safe_configurations` on ``gains``, :func:`~.safety.prior_gains`
+    of ``forget``; all when none is safe). What the headline's
     :data:`ADAPTATION` rows describe: the shipped configuration when the study ships the adaptive
     store, else the best adaptive candidate, so the rows always say what the adaptive store adds.
 
     >>> f = pd.DataFrame({"split": "held_out", "rule": ["adaptive"] * 4 + ["value"] * 2, "value_model": "cues",
     ...     "beta": 0.0, "value_scale": [1.0, 1.0, 2.0, 2.0, 0.0, 0.0], "dataset": ["x", "y"] * 3,
-    ...     "value": [0.9, 0.3, 0.5, 0.5, 0.8, 0.8]})
-    >>> best_adaptive(f)
+    ...     "trained_on": "z", "value": [0.9, 0.3, 0.5, 0.5, 0.8, 0.8], "group": "g"})
+    >>> best_adaptive(f, prior_gains(f))   # neither is safe: the better worst corpus
     {'value_model': 'cues', 'rule': 'adaptive', 'beta': 0.0, 'value_scale': 2.0}
     """
     held = forget[forget["split"] == "held_out"]
     means = held.groupby(["dataset", *FORGET_KEYS], sort=False)["value"].mean().rename("mean").reset_index()
-    safe = safe_configurations(means).query("rule == 'adaptive'")
+    safe = safe_configurations(means, gains[gains["split"] == "held_out"]).query("rule == 'adaptive'")
     best = _worst_case(safe if len(safe) else means[means["rule"] == "adaptive"], FORGET_KEYS)
     return {
         "value_model": str(best["value_model"]),
@@ -443,9 +417,10 @@ def defaults_study_on(
             values[src] = learn_values([by_name[n] for n in src], keep_fraction, seed, quick)
         forget.append(_forgetting_rows(by_name[t], values[src], keep_fraction, _key(src), split))
     forget = pd.concat(forget, ignore_index=True)
-    chosen, retr = _choices(forget, plan, by_name, values, keep_fraction)
+    gains = prior_gains(forget, seed=seed)
+    chosen, retr = _choices(forget, gains, plan, by_name, values, keep_fraction)
     head = []
-    adaptive = best_adaptive(forget)
+    adaptive = best_adaptive(forget, gains)
     for src, t in plan["held_out"]:
         head += _headline_rows(by_name[t], values[src], src, forget, chosen, keep_fraction)
         own = values.get((t,))
@@ -453,7 +428,8 @@ def defaults_study_on(
     headline = grouped_summary(pd.concat(head, ignore_index=True), ["dataset", "metric", "config"], 1000, seed)
     fkeys = ["part", "dataset", "trained_on", "split", *FORGET_KEYS, "metric"]
     rkeys = ["part", "choice", "dataset", "trained_on", "split", *FORGET_KEYS, *MIX_KEYS, "metric"]
-    table = pd.concat([grouped_summary(forget, fkeys, 1000, seed), grouped_summary(retr, rkeys, 1000, seed)])
+    summaries = [grouped_summary(forget, fkeys, 1000, seed), gains.assign(part="safety")]
+    table = pd.concat([*summaries, grouped_summary(retr, rkeys, 1000, seed)])
     info = {
         "datasets": names,
         "keep_fraction": keep_fraction,

@@ -51,7 +51,8 @@ def choose_defaults(
         "made_by": "python -m memlib defaults --write",
         "made_at": _time.strftime("%Y-%m-%d"),
         "protocol": "leave one corpus out; configuration and retrieval mix chosen by the worst held-out corpus; "
-        f"an adaptive configuration only where no corpus keeps less than its prior minus {SAFETY:g}",
+        f"an adaptive configuration only where, on no corpus, the 95% interval of its paired gain over its prior "
+        f"reaches below -{SAFETY:g}",
         "datasets": [h.name for h in hs],
         "histories": {h.name: int(h.cases.n_haystacks) for h in hs},
         "sample": data.sample,  # the histories it was run on: a seeded sample of each dataset, or all (None)
