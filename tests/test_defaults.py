@@ -274,6 +274,13 @@ def test_the_defaults_study_leaves_each_corpus_out_and_its_own_choice_never_read
         assert head[(d, "retention", "adaptive store")] == pytest.approx(cand[key])
         gain = head[(d, "retention", "adaptive store")] - head[(d, "retention", "prior only")]
         assert head[(d, "retention", "gain over prior")] == pytest.approx(gain)
+    # the gain the headline shows is the one the safety rule read: same mean, same interval
+    safety = m.table[(m.table["part"] == "safety") & (m.table["split"] == "held_out")]
+    safety = safety[(safety[D.FORGET_KEYS] == pd.Series(adaptive)).all(axis=1)].set_index("dataset")
+    shown = m.headline[m.headline["config"] == "gain over prior"].set_index("dataset")
+    assert len(safety) == 3 and set(safety["trained_on"]) == {"b+c", "a+c", "a+b"}
+    for col in ("mean", "ci_low", "ci_high"):
+        np.testing.assert_array_equal(shown.loc[list("abc"), col], safety.loc[list("abc"), col])
     held = m.table[(m.table["part"] == "forgetting") & (m.table["split"] == "held_out")]
     assert sorted(zip(held["dataset"].unique(), held["trained_on"].unique())) == [
         ("a", "b+c"),
@@ -354,3 +361,10 @@ def test_an_adaptive_configuration_is_safe_only_where_the_interval_of_its_gain_s
         D.prior_gains(forget[forget["rule"] != "value"])
     with pytest.raises(ParameterError, match="no gain over its prior"):
         D.safe_configurations(means, g[g["value_scale"] != 1.0])
+    with pytest.raises(ParameterError, match="one metric"):
+        D.prior_gains(pd.concat([forget, forget.assign(metric="answer_retention")]).fillna({"metric": "retention"}))
+    # one group: no interval, and the rule reads the mean (scale 1 loses 0.006 < 0.01 there: safe)
+    one = forget.assign(group=forget["dataset"])
+    g1 = D.prior_gains(one)
+    assert g1["ci_low"].isna().all() and g1["n_groups"].eq(1).all()
+    assert D.safe_configurations(means, g1)["value_scale"].unique().tolist() == [0.0, 1.0, 4.0]

@@ -152,7 +152,7 @@ class DefaultsResult:
     Attributes
     ----------
     table : DataFrame
-        Every candidate, scored: ``part`` (``forgetting`` or ``retrieval``), ``dataset`` (the corpus
+        Every candidate, scored: ``part`` (``forgetting``, ``retrieval`` or ``safety``), ``dataset`` (the corpus
         scored), ``trained_on`` (the corpora the value was learned on, joined by ``+``), ``split``
         (``held_out`` when ``trained_on`` is every other corpus, ``inner`` when it is a part of them,
         used only for a choice made without ``dataset``), ``value_model, rule, beta`` (forgetting) or
@@ -390,6 +390,17 @@ def _adaptation_rows(h, values, values_in_domain, forget, adaptive, keep_fractio
     return [_frame(h, "forgetting", {}, "retention", v).assign(config=k)[cols] for k, v in parts.items()]
 
 
+def _gain_intervals(headline: pd.DataFrame, gains: pd.DataFrame, adaptive: dict) -> pd.DataFrame:
+    """Return the headline with its ``gain over prior`` intervals from ``gains``: the ones the safety rule read."""
+    mine = gains[(gains["split"] == "held_out") & (gains[FORGET_KEYS] == pd.Series(adaptive)).all(axis=1)]
+    at = mine.set_index("dataset")
+    rows = (headline["config"] == "gain over prior").to_numpy()
+    out = headline.copy()
+    for col in ("ci_low", "ci_high"):
+        out.loc[rows, col] = out.loc[rows, "dataset"].map(at[col]).to_numpy()
+    return out
+
+
 def defaults_study_on(
     hs: list[Corpus], keep_fraction: float = 0.3, seed: int = 0, quick: bool = False, progress: bool = False
 ) -> DefaultsResult:
@@ -426,6 +437,7 @@ def defaults_study_on(
         own = values.get((t,))
         head += _adaptation_rows(by_name[t], values[src], own, forget, adaptive, keep_fraction, seed)
     headline = grouped_summary(pd.concat(head, ignore_index=True), ["dataset", "metric", "config"], 1000, seed)
+    headline = _gain_intervals(headline, gains, adaptive)
     fkeys = ["part", "dataset", "trained_on", "split", *FORGET_KEYS, "metric"]
     rkeys = ["part", "choice", "dataset", "trained_on", "split", *FORGET_KEYS, *MIX_KEYS, "metric"]
     summaries = [grouped_summary(forget, fkeys, 1000, seed), gains.assign(part="safety")]

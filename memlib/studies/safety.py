@@ -58,10 +58,13 @@ def prior_gains(forget: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> pd.D
     DataFrame
         One row per adaptive configuration and (corpus, training set): :data:`ON`, :data:`FORGET_KEYS`,
         ``metric`` (:data:`GAIN`), ``mean``, ``ci_low``, ``ci_high`` (the configuration's retention minus its
-        prior's, case by case, resampling whole groups; the mean at both ends when there is one group),
-        ``n_questions``, ``n_groups``. An adaptive configuration with no prior beside it, or a prior with
-        other cases, is a :class:`~memlib._checks.ParameterError`.
+        prior's, case by case, resampling whole groups; NaN with one group, as in
+        :func:`~memlib.intervals.grouped_summary`), ``n_questions``, ``n_groups``. An adaptive configuration
+        with no prior beside it, a prior with other cases, or rows of more than one ``metric`` is a
+        :class:`~memlib._checks.ParameterError`.
     """
+    if "metric" in forget and forget["metric"].nunique() > 1:
+        raise ParameterError(f"prior_gains reads one metric, got {sorted(forget['metric'].unique())}")
     rows = []
     for key, block in forget.groupby([*ON, "value_model"], sort=False):
         where = dict(zip([*ON, "value_model"], key))
@@ -75,6 +78,7 @@ def prior_gains(forget: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> pd.D
             groups = mine["group"].to_numpy()
             n_groups = len(pd.unique(groups))
             mean, lo, hi = paired_bootstrap(gaps, n_boot, seed, groups=groups)
+            lo, hi = (lo, hi) if n_groups > 1 else (np.nan, np.nan)
             row = {**where, **dict(zip(FORGET_KEYS, config)), "metric": GAIN, "mean": mean}
             rows.append(row | {"ci_low": lo, "ci_high": hi, "n_questions": len(gaps), "n_groups": n_groups})
     columns = [*ON, *FORGET_KEYS, "metric", "mean", "ci_low", "ci_high", "n_questions", "n_groups"]
@@ -87,7 +91,8 @@ def safe_configurations(scores: pd.DataFrame, gains: pd.DataFrame, margin: float
     ``scores`` holds the configurations (:data:`FORGET_KEYS`) on the data a choice reads (``dataset``, and
     ``trained_on`` when several training sets are read); ``gains`` is :func:`prior_gains` of the same
     replays. An adaptive configuration is kept only where, on each of those, the lower end of its
-    gain's interval is at least ``-margin``; every other rule is kept. An adaptive configuration
+    gain's interval (its mean where there is no interval: one group) is at least ``-margin``; every
+    other rule is kept. An adaptive configuration
     with no gain on data it is scored on is a :class:`~memlib._checks.ParameterError`.
 
     >>> s = pd.DataFrame({"value_model": "m", "rule": ["value", "adaptive", "adaptive"], "beta": 0.0,
