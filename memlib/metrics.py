@@ -34,14 +34,12 @@ Rules, fixed here and used everywhere:
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
 from memlib._checks import ParameterError, check_choice, check_fraction
 from memlib.cases import CaseSet
 from memlib.intervals import group_bootstrap_means, grouped_summary, paired_bootstrap  # noqa: F401 - re-exported
-from memlib.value import linear_score
+from memlib.padded_rows import Bucket, Columns, length_buckets
 
 #: Ways to round ``keep_fraction * n`` to a keep count: memlib's ``ceil`` or the released experiment's ``floor``.
 CUTS = ("ceil", "floor")
@@ -82,60 +80,6 @@ def order_free_mean(values) -> float:
     return math.fsum(values.tolist()) / len(values) if len(values) else float("nan")
 
 
-class _Columns:
-    """Factor columns, (d, G, W), summed into per-turn scores with :func:`~memlib.value.linear_score`'s arithmetic.
-
-    A column whose rows come in runs of identical rows (oracle haystacks of one conversation share all
-    factors but the goal) is kept once per run: its products are rounded once per run and added to each
-    row, the same floats. A zero weight's column adds nothing to a sum from +0: left out if finite.
-
-    >>> F = np.array([[[1.0, 2.0], [1.0, 2.0], [3.0, 4.0]]])   # one column, rows 0 and 1 alike
-    >>> cols = _Columns(F, min_share=1)
-    >>> out = np.zeros((3, 2)); cols.add(out, np.array([0.5]), cols.used(np.array([0.5]))).tolist()
-    [[0.5, 1.0], [0.5, 1.0], [1.5, 2.0]]
-    """
-
-    def __init__(self, F: np.ndarray, min_share: int = 4):
-        self.F = F
-        self._X = np.moveaxis(F, 0, -1)  # (G, W, d): the layout linear_score reads, column j being F[j]
-        d, G = F.shape[:2]
-        self.finite = bool(np.isfinite(F).all())
-        self.runs = {}  # column -> (first row of each run, its end, the run's row)
-        for j in range(d) if self.finite and G > 1 else ():
-            starts = np.flatnonzero(np.r_[True, np.any(F[j, 1:] != F[j, :-1], axis=1)])
-            if len(starts) * min_share <= G:  # at least min_share rows per run on average
-                self.runs[j] = (starts, np.r_[starts[1:], G], F[j, starts])
-
-    def used(self, w) -> list:
-        """Return the columns summed for weights ``w``: the nonzero ones with finite factors, else all."""
-        return [j for j in range(len(self.F)) if w[j] != 0] if self.finite else list(range(len(self.F)))
-
-    def add(self, out: np.ndarray, w, columns, start=None) -> np.ndarray:
-        """Add ``F[j] * w[j]`` for each of ``columns``, in order, to ``out`` (G, W), or to ``start`` into ``out``."""
-        columns = list(columns)
-        if start is not None:  # the first column (or none) from ``start``
-            j = columns.pop(0) if columns else None
-            if j is None:
-                out[...] = start
-            elif j in self.runs:
-                self._add_runs(start, out, j, w[j])
-            else:  # linear_score's first step, from ``start``: the product, rounded, then added
-                np.add(start, np.multiply(self.F[j], w[j], out=out), out=out)
-        for whole, group in itertools.groupby(columns, lambda j: j not in self.runs):
-            if whole:
-                linear_score(self._X, w, list(group), out=out)
-            else:
-                for j in group:
-                    self._add_runs(out, out, j, w[j])
-        return out
-
-    def _add_runs(self, base, out, j: int, wj) -> None:
-        starts, ends, rows = self.runs[j]
-        for a, b, row in zip(starts, ends, rows * wj):
-            np.add(base if np.ndim(base) == 0 else base[a:b], row, out=out[a:b])
-        return out
-
-
 class RetentionEvaluator:
     """Mean gold retention of per-haystack scores at a fixed keep fraction.
 
@@ -144,11 +88,12 @@ class RetentionEvaluator:
     each haystack row at a single position, and work proportional to the
     number of gold turns. It is the learner's objective.
 
-    Haystacks differ in length and so in keep count ``k``. Each row is padded
-    with ``kmax - k`` entries of ``+inf`` (always "kept") and ``-inf`` for the
-    rest, which puts every row's ``k``-th best real score at the same position
-    ``N - kmax`` of an ascending partition: one ``numpy.partition`` call with a
-    single ``kth`` serves all rows.
+    Haystacks differ in length and so in keep count ``k``. Haystacks of similar
+    length are grouped (:func:`memlib.padded_rows.length_buckets`); in each group
+    every row is padded with ``kmax - k`` entries of ``+inf`` (always "kept") and
+    ``-inf`` for the rest, which puts every row's ``k``-th best real score at the
+    same position ``width - kmax`` of an ascending partition: one
+    ``numpy.partition`` call with a single ``kth`` serves all rows of a group.
 
     Parameters
     ----------
@@ -173,79 +118,99 @@ class RetentionEvaluator:
         self.k = keep_count(cases.length, keep_fraction)
         G, N, _ = cases.factors.shape
         kmax = int(self.k.max()) if G else 0
-        self._n_plus = kmax - self.k  # +inf pads per row
-        width = int((cases.length + self._n_plus).max()) if G else 0
-        self._width = width
-        self._kth = width - kmax
-        pos = np.arange(width)[None, :]
-        real = pos < cases.length[:, None]
-        plus = (pos >= cases.length[:, None]) & (pos < (cases.length + self._n_plus)[:, None])
-        self._pad = np.where(real, 0.0, np.where(plus, np.inf, -np.inf)).astype(np.float32)
-        self.real = real
+        n_plus = kmax - self.k
+        width = int((cases.length + n_plus).max()) if G else 0
+        pos = np.arange(min(width, N))[None, :]
+        self.real = pos < cases.length[:, None]
+        plus = ~self.real & (pos < (cases.length + n_plus)[:, None])
+        # what scores() returns outside the real turns: the padding of one common width (its layout before groups)
+        self._outside = np.where(self.real, 0.0, np.where(plus, np.inf, -np.inf)).astype(np.float32)
         self._N = N
         self.columns = cases.live_factors if columns is None else np.asarray(columns, dtype=bool)
-        F = np.zeros((G, width, int(self.columns.sum())), np.float32)
-        F[:, :N] = cases.factors[..., self.columns]
-        # one contiguous row per factor column: scores are summed column by column (see _padded_scores)
-        self._F = np.ascontiguousarray(F.reshape(G * width, -1).T)
         self._gold_h = cases.case_haystack[cases.gold_case]
         self._has_gold = cases.n_gold > 0
         self._per_gold = np.where(self._has_gold, cases.n_gold, 1)  # a case without gold: NaN, not 0 / 0
-        self._columns = _Columns(self._F.reshape(len(self._F), G, width))
-        self._buffer = None  # the objective's scores, allocated on its first call
+        factors = cases.factors[..., self.columns]
+        self._buckets = [
+            Bucket(rows, cases.length, self.k, factors, self._gold_h, cases.gold_pos)
+            for rows in length_buckets(cases.length, self.k)
+        ]
+        self._buffers = None  # the objective's scores, allocated on its first call
 
     def scores(self, w) -> np.ndarray:
-        """Per-turn scores ``F @ w`` (:func:`~memlib.value.linear_score`), a (G, N) float32 array (padding at -inf)."""
-        return self._padded_scores(w)[:, : self._N]
+        """Per-turn scores ``F @ w`` (:func:`~memlib.value.linear_score`), a float32 array (G, N) (padding infinite).
 
-    def _padded_scores(self, w, out=None) -> np.ndarray:
-        """Scores of ``w`` summed from each turn's padding (0 for a real turn), in ``out`` (G, width) or a new array."""
+        A real turn holds its score; past a haystack's end, ``+inf`` for its ``max(k) - k`` first
+        entries and ``-inf`` after (the padding of one width for every haystack).
+        """
+        out = self._outside.copy()
+        for b, s in zip(self._buckets, self._padded_scores(w)):
+            n = min(s.shape[1], out.shape[1])
+            rows = out[b.rows, :n]
+            np.copyto(rows, s[:, :n], where=self.real[b.rows, :n])
+            out[b.rows, :n] = rows
+        return out
+
+    def _padded_scores(self, w, out=None) -> list:
+        """Scores of ``w`` summed from each turn's padding (0 for a real turn), group by group (in ``out``'s arrays)."""
         w = np.asarray(w, dtype=np.float32)[self.columns]
         # summed factor by factor (linear_score), so no result depends on the order of the cases; the weights
         # may be signed (the learners' objective)
-        out = np.empty_like(self._pad) if out is None else out
-        return self._columns.add(out, w, self._columns.used(w), start=self._pad)
+        out = [np.empty_like(b.pad) for b in self._buckets] if out is None else out
+        return [b.columns.add(o, w, b.columns.used(w), start=b.pad) for b, o in zip(self._buckets, out)]
 
-    def _pad_scores(self, scores) -> np.ndarray:
+    def _pad_scores(self, scores) -> list:
         s = np.asarray(scores, dtype=np.float64 if np.asarray(scores).dtype == np.float64 else np.float32)
         G = self.cases.n_haystacks
         if s.shape != (G, self._N):
             raise ParameterError(f"scores must have shape {(G, self._N)}, got {s.shape}")
-        out = np.empty((G, self._width), dtype=s.dtype)
-        out[:, : self._N] = s
-        out[:, self._N :] = 0
-        out[~self.real] = 0
-        out += self._pad
+        out = []
+        for b in self._buckets:
+            p = np.zeros(b.pad.shape, dtype=s.dtype)
+            n = min(p.shape[1], self._N)
+            p[:, :n] = s[b.rows, :n]
+            p[b.pad != 0] = 0
+            out.append(p + b.pad)
         return out
 
-    def _retention(self, s: np.ndarray, expected_ties: bool = False) -> np.ndarray:
-        """Per-case retention of padded scores ``s``, which it partitions in place (pass a copy to keep them).
+    def _retention(self, parts: list, expected_ties: bool = False) -> np.ndarray:
+        """Per-case retention of each group's padded scores ``parts``, which it partitions in place.
 
         Only rows where a gold turn ties the threshold need the counts above and at it (:meth:`_with_ties`).
         """
         cs = self.cases
-        if s.shape[1] == 0:
+        if all(s.shape[1] == 0 for s in parts):
             return np.full(cs.n_cases, np.nan)
-        gs = s[self._gold_h, cs.gold_pos]
-        s.partition(self._kth, axis=1)
-        thr = s[:, self._kth]
-        gt = thr[self._gold_h]
+        above = np.zeros(len(self._gold_h), dtype=bool)
+        tied = np.zeros(len(self._gold_h), dtype=bool)
+        thresholds = []
+        for b, s in zip(self._buckets, parts):
+            if s.shape[1] == 0:  # rows with no turn: no gold, no threshold
+                thresholds.append(np.full(len(s), np.nan, dtype=s.dtype))
+                continue
+            gs = s[b.gold_row, b.gold_pos]
+            s.partition(b.kth, axis=1)
+            thr = s[:, b.kth]
+            gt = thr[b.gold_row]
+            above[b.gold], tied[b.gold] = gs > gt, gs == gt
+            thresholds.append(thr)
         C = cs.n_cases
-        kept = np.bincount(cs.gold_case, weights=gs > gt, minlength=C)
-        tied = gs == gt
+        kept = np.bincount(cs.gold_case, weights=above, minlength=C)
         if tied.any():
-            kept = self._with_ties(s, thr, kept, np.bincount(cs.gold_case, weights=tied, minlength=C), expected_ties)
+            gold_equal = np.bincount(cs.gold_case, weights=tied, minlength=C)
+            kept = self._with_ties(parts, thresholds, kept, gold_equal, expected_ties)
         return np.where(self._has_gold, kept / self._per_gold, np.nan)
 
-    def _with_ties(self, part, thr, gold_above, gold_equal, expected_ties: bool) -> np.ndarray:
-        """Kept gold turns per case when some gold turns tie the threshold ``thr`` of their partitioned row."""
+    def _with_ties(self, parts, thresholds, gold_above, gold_equal, expected_ties: bool) -> np.ndarray:
+        """Kept gold turns per case when some gold turns tie the threshold of their partitioned row."""
         h = self.cases.case_haystack
-        rows = np.flatnonzero(np.bincount(h, weights=gold_equal, minlength=len(thr)))
-        n_above = np.zeros(len(thr), dtype=np.int64)
-        n_equal = np.zeros(len(thr), dtype=np.int64)
-        t = thr[rows, None]
-        n_above[rows] = np.count_nonzero(part[rows, self._kth + 1 :] > t, axis=1) - self._n_plus[rows]
-        n_equal[rows] = np.count_nonzero(part[rows] == t, axis=1)
+        tie = np.bincount(h, weights=gold_equal, minlength=self.cases.n_haystacks) > 0
+        n_above = np.zeros(len(tie), dtype=np.int64)
+        n_equal = np.zeros(len(tie), dtype=np.int64)
+        for b, part, thr in zip(self._buckets, parts, thresholds):
+            local = np.flatnonzero(tie[b.rows])
+            if len(local):
+                n_above[b.rows[local]], n_equal[b.rows[local]] = b.counts_at(part, local, thr[local])
         slots = self.k[h] - n_above[h]
         nongold_equal = n_equal[h] - gold_equal
         if expected_ties:
@@ -280,9 +245,9 @@ class RetentionEvaluator:
 
     def objective(self, w) -> float:
         """Mean retention of the linear value with weights ``w`` (summed into an array it keeps: not for threads)."""
-        if self._buffer is None:
-            self._buffer = np.empty_like(self._pad)
-        return self._mean(self._retention(self._padded_scores(w, out=self._buffer)))
+        if self._buffers is None:
+            self._buffers = [np.empty_like(b.pad) for b in self._buckets]
+        return self._mean(self._retention(self._padded_scores(w, out=self._buffers)))
 
 
 class StableOrderEvaluator:
@@ -320,7 +285,7 @@ class StableOrderEvaluator:
         self._gold_h = cases.case_haystack[cases.gold_case]
         self._has_gold = cases.n_gold > 0
         self._per_gold = np.where(self._has_gold, cases.n_gold, 1)  # a case without gold: NaN, not 0 / 0
-        self._columns = _Columns(self._F)
+        self._columns = Columns(self._F)
         self._padding = ~self.real
         self._key = None  # the objective's sort keys, allocated on its first call
         # the rows of each keep count, and the columns that can hold their k-th smallest key (the rest is padding)

@@ -44,6 +44,7 @@ LAYERS = [
         "memlib.feature_fits",
         "memlib.value_net",
         "memlib.metrics",
+        "memlib.padded_rows",
         "memlib.intervals",
         "memlib.answers",
         "memlib.scoring",

@@ -136,10 +136,12 @@ def test_the_scoring_rules_have_one_name():
 def old_padded_scores(ev, w):
     """RetentionEvaluator's scores as they were summed before memlib.value.linear_score: its own column loop."""
     w = np.asarray(w, dtype=np.float32)[ev.columns]
-    s = np.zeros(ev._F.shape[1], np.float32)
+    F = ev.cases.factors[..., ev.columns].astype(np.float32)
+    s = np.zeros(F.shape[:2], np.float32)
     for j in range(len(w)):
-        s += ev._F[j] * w[j]
-    return (s.reshape(ev._pad.shape) + ev._pad)[:, : ev._N]
+        s += F[..., j] * w[j]
+    width = ev._outside.shape[1]
+    return s[:, :width] + ev._outside
 
 
 def old_stable_scores(ev, w):
@@ -261,7 +263,77 @@ def test_columns_shared_by_runs_of_haystacks_sum_to_the_old_floats(signed):
     w = rng.normal(size=7) if signed else rng.random(7)
     w[4] = 0.0
     ev, st = RetentionEvaluator(cs, 0.3), StableOrderEvaluator(cs, 0.3)
-    assert set(ev._columns.runs) == set(st._columns.runs) == {0, 2, 3, 4, 5, 6}  # all but the goal
+    (bucket,) = ev._buckets  # 18 short rows: one group (rows sorted by length, a conversation's together)
+    assert set(bucket.columns.runs) == set(st._columns.runs) == {0, 2, 3, 4, 5, 6}  # all but the goal
     np.testing.assert_array_equal(ev.scores(w), old_padded_scores(ev, w))
     np.testing.assert_array_equal(st.scores(w), old_stable_scores(st, w))
     assert ev.objective(w) == ev.mean(old_padded_scores(ev, w)) and st.objective(w) == st.mean(old_stable_scores(st, w))
+
+
+def varied_caseset(rng, n=60):
+    """Haystacks from 1 to 400 turns (nested histories beside short ones), coarse factors: many ties."""
+    lengths = np.r_[rng.integers(1, 12, n // 2), rng.integers(150, 400, n - n // 2)]
+    factors = [np.round(rng.random((m, 7)), 1) for m in lengths]
+    gold = [rng.choice(m, size=min(m, int(rng.integers(0, 4))), replace=False) for m in lengths]
+    return CaseSet.from_cases(factors, [np.arange(m, dtype=float) for m in lengths], gold=gold)
+
+
+def test_length_buckets_hold_every_row_once_in_length_order():
+    from memlib.padded_rows import length_buckets
+
+    rng = np.random.default_rng(3)
+    length = rng.integers(1, 2000, 300)
+    k = keep_count(length, 0.3)
+    for cost in (0, 1000, 32768, 10**12):
+        groups = length_buckets(length, k, cost)
+        rows = np.concatenate(groups)
+        assert sorted(rows.tolist()) == list(range(300))
+        assert np.all(np.diff(length[rows]) >= 0)  # shortest first, each group a run of the sorted rows
+    assert len(length_buckets(length, k, 10**12)) == 1
+    assert len(length_buckets(length, k, 0)) > 8
+    padded = [
+        sum(len(g) * (int((length[g] - k[g]).max()) + int(k[g].max())) for g in length_buckets(length, k, c))
+        for c in (10**12, 32768)
+    ]
+    assert padded[1] < 0.7 * padded[0]  # lengths spread from 1 to 2,000: most of one common width was padding
+
+
+@pytest.mark.parametrize("kappa", [0.1, 0.3, 0.9])
+def test_which_length_group_a_haystack_sits_in_changes_no_retention(monkeypatch, kappa):
+    """One group, or many: the same scores, objective and retention, bit for bit, with ties and infinite scores."""
+    import memlib.padded_rows as padded_rows
+
+    rng = np.random.default_rng(8)
+    cs = varied_caseset(rng)
+    evs = {}
+    for cost in (10**12, 0):
+        monkeypatch.setattr(padded_rows, "BUCKET_COST", cost)
+        evs[cost] = RetentionEvaluator(cs, kappa)
+    one, many = evs[10**12], evs[0]
+    assert len(one._buckets) == 1 and len(many._buckets) > 4
+    for w in (rng.integers(0, 3, 7).astype(float), rng.normal(size=7), np.zeros(7)):
+        assert one.objective(w) == many.objective(w)
+        np.testing.assert_array_equal(one.scores(w), many.scores(w))
+        s = one.scores(w).astype(np.float64)
+        for extreme in (None, -np.inf, np.inf):
+            t = s.copy()
+            if extreme is not None:
+                t[rng.random(t.shape) < 0.3] = extreme
+            for ties in ("pessimistic", "expected"):
+                np.testing.assert_array_equal(one.per_case(t, ties), many.per_case(t, ties))
+
+
+@pytest.mark.parametrize("extreme", [-np.inf, np.inf])
+def test_infinite_scores_keep_what_the_slow_reference_keeps(extreme):
+    """A threshold at +-inf counts real turns only, never the padding that sits beside them."""
+    rng = np.random.default_rng(9)
+    cs = varied_caseset(rng, n=30)
+    ev = RetentionEvaluator(cs, 0.3)
+    s = ev.scores(rng.integers(0, 2, 7).astype(float)).astype(np.float64)
+    s[rng.random(s.shape) < 0.5] = extreme
+    got = ev.per_case(s)
+    for c in range(cs.n_cases):
+        h, gold = cs.case_haystack[c], set(np.flatnonzero(cs.gold_mask(c)).tolist())
+        if gold:
+            k = int(keep_count([cs.length[h]], 0.3)[0])
+            assert got[c] == reference_retention(s[h, : cs.length[h]].tolist(), gold, k), c
