@@ -169,6 +169,7 @@ class RetentionEvaluator:
             p = np.zeros(b.pad.shape, dtype=s.dtype)
             n = min(p.shape[1], self._N)
             p[:, :n] = s[b.rows, :n]
+            np.copyto(p, -np.inf, where=np.isnan(p))  # no score: the first to go (in any group of rows)
             p[b.pad != 0] = 0
             out.append(p + b.pad)
         return out
@@ -225,7 +226,7 @@ class RetentionEvaluator:
         ``ties``: ``pessimistic`` (the metric's rule: a tie at the cut never
         favours gold) or ``expected`` (the exact expectation when the tied turns
         are ordered uniformly at random: each tied gold turn is kept with
-        probability free slots / tied turns).
+        probability free slots / tied turns). A NaN score counts as ``-inf``.
 
         >>> import numpy as np
         >>> cs = CaseSet.from_cases([np.eye(7)[[0, 0, 0, 1]]], [np.arange(4.0)], gold=[[2]])

@@ -6,7 +6,7 @@ haystacks of similar length, so that :class:`~memlib.metrics.RetentionEvaluator`
 partitions each group to its own width instead of every row to the longest: corpora pooled for
 learning (RealMem's nested histories, from a few turns to 1,793, beside LongMemEval-S's 500) filled
 about 36% of one common width, and the partition of the padding was most of a hill-climb's time
-(issue 33). Which bucket a row sits in changes no score and no threshold.
+(issue 33). Which bucket a row sits in changes no score and no threshold (a NaN score is read as ``-inf``).
 
 >>> [b.tolist() for b in length_buckets(np.array([5, 900, 7, 880, 6]), np.array([2, 270, 3, 264, 2]), cost=100)]
 [[0, 4, 2], [3, 1]]

@@ -271,11 +271,17 @@ def test_columns_shared_by_runs_of_haystacks_sum_to_the_old_floats(signed):
 
 
 def varied_caseset(rng, n=60):
-    """Haystacks from 1 to 400 turns (nested histories beside short ones), coarse factors: many ties."""
+    """Haystacks from 1 to 400 turns (nested histories beside short ones), coarse factors: many ties.
+
+    Some cases share a haystack, a few haystacks repeat another's factors (runs of identical rows).
+    """
     lengths = np.r_[rng.integers(1, 12, n // 2), rng.integers(150, 400, n - n // 2)]
     factors = [np.round(rng.random((m, 7)), 1) for m in lengths]
-    gold = [rng.choice(m, size=min(m, int(rng.integers(0, 4))), replace=False) for m in lengths]
-    return CaseSet.from_cases(factors, [np.arange(m, dtype=float) for m in lengths], gold=gold)
+    for i in range(0, n - 1, 7):  # the next haystack repeats this one
+        factors[i + 1], lengths[i + 1] = factors[i].copy(), lengths[i]
+    case_h = np.r_[np.arange(n), rng.integers(0, n, n // 3)]
+    gold = [rng.choice(lengths[h], size=min(lengths[h], int(rng.integers(0, 4))), replace=False) for h in case_h]
+    return CaseSet.from_haystacks(factors, [np.arange(m, dtype=float) for m in lengths], case_h, gold)
 
 
 def test_length_buckets_hold_every_row_once_in_length_order():
@@ -315,9 +321,9 @@ def test_which_length_group_a_haystack_sits_in_changes_no_retention(monkeypatch,
         assert one.objective(w) == many.objective(w)
         np.testing.assert_array_equal(one.scores(w), many.scores(w))
         s = one.scores(w).astype(np.float64)
-        for extreme in (None, -np.inf, np.inf):
+        for extremes in ((), (-np.inf,), (np.inf,), (np.nan,), (np.nan, np.inf, -np.inf)):
             t = s.copy()
-            if extreme is not None:
+            for extreme in extremes:  # each on about 30% of the turns (a row may mix them)
                 t[rng.random(t.shape) < 0.3] = extreme
             for ties in ("pessimistic", "expected"):
                 np.testing.assert_array_equal(one.per_case(t, ties), many.per_case(t, ties))
