@@ -13,9 +13,9 @@ Run: .venv/bin/python benchmarks/pooled_objective.py [--sample 10] [--keep 0.3]
 import argparse
 import json
 import os
+import timeit
 
 import numpy as np
-from objective import best_of  # benchmarks/objective.py: the script's own folder is on the path
 
 
 def main():
@@ -45,7 +45,10 @@ def main():
         ws = [rng.random(7) for _ in range(5)]
         same = all(evs["one_width"].objective(w) == evs["by_length"].objective(w) for w in ws)
         ms = {
-            label: best_of(lambda ev=ev, ws=ws: [ev.objective(w) for w in ws], 5, 10) / len(ws) * 1e3
+            label: min(timeit.repeat(lambda ev=ev, ws=ws: [ev.objective(w) for w in ws], repeat=5, number=10))
+            / 10
+            / len(ws)
+            * 1e3
             for label, ev in evs.items()
         }
         padded = {label: int(sum(b.pad.size for b in ev._buckets)) for label, ev in evs.items()}
