@@ -39,7 +39,7 @@ import numpy as np
 from memlib._checks import ParameterError, check_choice, check_fraction
 from memlib.cases import CaseSet
 from memlib.intervals import group_bootstrap_means, grouped_summary, paired_bootstrap  # noqa: F401 - re-exported
-from memlib.padded_rows import Bucket, Columns, length_buckets
+from memlib.padded_rows import Bucket, Columns, length_buckets, padding
 
 #: Ways to round ``keep_fraction * n`` to a keep count: memlib's ``ceil`` or the released experiment's ``floor``.
 CUTS = ("ceil", "floor")
@@ -116,15 +116,9 @@ class RetentionEvaluator:
         self.cases = cases
         self.keep_fraction = check_fraction("keep_fraction", keep_fraction)
         self.k = keep_count(cases.length, keep_fraction)
-        G, N, _ = cases.factors.shape
-        kmax = int(self.k.max()) if G else 0
-        n_plus = kmax - self.k
-        width = int((cases.length + n_plus).max()) if G else 0
-        pos = np.arange(min(width, N))[None, :]
-        self.real = pos < cases.length[:, None]
-        plus = ~self.real & (pos < (cases.length + n_plus)[:, None])
+        N = cases.factors.shape[1]
         # what scores() returns outside the real turns: the padding of one common width (its layout before groups)
-        self._outside = np.where(self.real, 0.0, np.where(plus, np.inf, -np.inf)).astype(np.float32)
+        self._outside, self.real = (a[:, :N] for a in padding(cases.length, self.k))
         self._N = N
         self.columns = cases.live_factors if columns is None else np.asarray(columns, dtype=bool)
         self._gold_h = cases.case_haystack[cases.gold_case]
@@ -146,9 +140,7 @@ class RetentionEvaluator:
         out = self._outside.copy()
         for b, s in zip(self._buckets, self._padded_scores(w)):
             n = min(s.shape[1], out.shape[1])
-            rows = out[b.rows, :n]
-            np.copyto(rows, s[:, :n], where=self.real[b.rows, :n])
-            out[b.rows, :n] = rows
+            out[b.rows, :n] = np.where(b.real[:, :n], s[:, :n], out[b.rows, :n])
         return out
 
     def _padded_scores(self, w, out=None) -> list:
@@ -170,7 +162,7 @@ class RetentionEvaluator:
             n = min(p.shape[1], self._N)
             p[:, :n] = s[b.rows, :n]
             np.copyto(p, -np.inf, where=np.isnan(p))  # no score: the first to go (in any group of rows)
-            p[b.pad != 0] = 0
+            p[~b.real] = 0
             out.append(p + b.pad)
         return out
 
@@ -180,8 +172,6 @@ class RetentionEvaluator:
         Only rows where a gold turn ties the threshold need the counts above and at it (:meth:`_with_ties`).
         """
         cs = self.cases
-        if all(s.shape[1] == 0 for s in parts):
-            return np.full(cs.n_cases, np.nan)
         above = np.zeros(len(self._gold_h), dtype=bool)
         tied = np.zeros(len(self._gold_h), dtype=bool)
         thresholds = []

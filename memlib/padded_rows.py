@@ -75,6 +75,27 @@ def length_buckets(length, k, cost: int | None = None) -> list:
     return groups[::-1]
 
 
+def padding(length, k) -> tuple:
+    """Return the padding of rows of ``length`` real turns and keep counts ``k``, all padded to one width.
+
+    Each row holds 0 for its real turns, then ``max(k) - k`` entries of ``+inf`` (always kept), then
+    ``-inf``: every row's ``k``-th best real score sits at position ``width - max(k)`` of an
+    ascending partition. Returns ``(pad, real)``: the float32 padding and the mask of real turns,
+    both (rows, width).
+
+    >>> pad, real = padding(np.array([1, 3]), np.array([1, 2]))
+    >>> pad.tolist(), real.sum(axis=1).tolist()
+    ([[0.0, inf, -inf], [0.0, 0.0, 0.0]], [1, 3])
+    """
+    length, k = np.asarray(length), np.asarray(k)
+    n_plus = (int(k.max()) if len(k) else 0) - k
+    width = int((length + n_plus).max()) if len(k) else 0
+    pos = np.arange(width)[None, :]
+    real = pos < length[:, None]
+    plus = ~real & (pos < (length + n_plus)[:, None])
+    return np.where(real, 0.0, np.where(plus, np.inf, -np.inf)).astype(np.float32), real
+
+
 class Columns:
     """Factor columns, (d, G, W), summed into per-turn scores with :func:`~memlib.value.linear_score`'s arithmetic.
 
@@ -142,8 +163,8 @@ class Bucket:
         The haystacks of the group.
     k, n_plus, n_minus : ndarray of int
         Each row's keep count, ``+inf`` pads and ``-inf`` pads.
-    pad : ndarray of float32, shape (rows, width)
-        0 where a turn is real, else the row's padding.
+    pad, real : ndarray, shape (rows, width)
+        The rows' :func:`padding` (float32: 0 where a turn is real) and the mask of real turns.
     kth : int
     columns : Columns
         The factor columns the evaluator reads, padded to the group's width.
@@ -158,13 +179,10 @@ class Bucket:
         n = length[rows]
         kmax = int(self.k.max()) if len(rows) else 0
         self.n_plus = kmax - self.k
-        width = int((n + self.n_plus).max()) if len(rows) else 0
+        self.pad, self.real = padding(n, self.k)
+        width = self.pad.shape[1]
         self.n_minus = width - n - self.n_plus
         self.kth = width - kmax
-        pos = np.arange(width)[None, :]
-        real = pos < n[:, None]
-        plus = ~real & (pos < (n + self.n_plus)[:, None])
-        self.pad = np.where(real, 0.0, np.where(plus, np.inf, -np.inf)).astype(np.float32)
         N = min(width, factors.shape[1])
         F = np.zeros((factors.shape[2], len(rows), width), np.float32)  # one contiguous row per factor column
         F[:, :, :N] = np.moveaxis(factors[rows, :N], -1, 0)
@@ -184,4 +202,4 @@ class Bucket:
         return n_above, n_equal
 
 
-__all__ = ["BUCKET_COST", "Bucket", "Columns", "length_buckets"]
+__all__ = ["BUCKET_COST", "Bucket", "Columns", "length_buckets", "padding"]
