@@ -99,7 +99,12 @@ CUES: tuple[Cue, ...] = (
         "1 - max cosine to the earlier turns of the history (surprise; 1 for the first turn)",
     ),
     Cue("redundancy", "novelty", "task_utility", "max cosine to the other turns of its session (0 when alone)"),
-    Cue("first_in_session", "position", "recency (eq. 3)", "1 for the first turn of its session"),
+    Cue(
+        "first_in_session",
+        "position",
+        "recency (eq. 3)",
+        "1 for the first turn of its session (a store knows it when the turn arrives)",
+    ),
     Cue("position_in_session", "position", "recency (eq. 3)", "turn index / (session turns - 1): 0 first, 1 last"),
     Cue("age", "time", "recency (eq. 3)", "log(1 + days from the turn to the end of its history)"),
     Cue("goal", "paper", "goal_relevance", "the paper's blind goal relevance (cosine to its session's user centroid)"),
@@ -118,11 +123,15 @@ POSITION_GROUP = "position"
 ROLE_CUE = "self_talk"
 _PAPER_COLUMNS = {"goal": FACTORS.index("goal_relevance"), "self": FACTORS.index("self_relevance"), "emotion": 0}
 #: The cues a live store computes for every item (:func:`store_cues`): each is a function of the
-#: item's own text, its role and the store's paper factors, so a store reopened from its file
-#: computes the same values. The history cues (novelty, redundancy) would need the turns a store has
-#: already forgotten, and the position and time cues describe where a benchmark put its evidence or
-#: the moment of the decision, so they are left out (see :mod:`memlib.studies.defaults`).
-STORE_CUES = ("is_user", *TEXT_CUES, "goal", "self", "emotion")
+#: item's own text, its role, whether it opened its session and the store's paper factors, all known
+#: when the turn arrives, so a store reopened from its file computes the same values. The history cues
+#: (novelty, redundancy) would need the turns a store has already forgotten; ``position_in_session``
+#: needs the session's length, known only when it ends, and ``age`` the moment of the decision, so they
+#: are left out. ``first_in_session`` is in: a store sees a session open (see :mod:`memlib.studies.defaults`
+#: for what it is worth on each corpus held out, and why it was added).
+STORE_CUES = ("is_user", *TEXT_CUES, "first_in_session", "goal", "self", "emotion")
+#: The store cues a store holds per item beside its factors (:func:`item_cues`): the first of :data:`STORE_CUES`.
+ITEM_CUES = STORE_CUES[: 2 + len(TEXT_CUES)]
 #: Columns of :data:`memlib.FACTORS` that hold the last three store cues (goal, self, emotion).
 STORE_FACTOR_COLUMNS = [_PAPER_COLUMNS[k] for k in ("goal", "self", "emotion")]
 
@@ -300,6 +309,10 @@ def compute_cues(ds, annotation, embedding_setting: str = "fast", progress: bool
     rr = np.where(valid, rows_gn, 0)
     cols = {k: v[rr] for k, v in cols.items()}
     cols.update(history, age=age)
+    first = np.zeros(rr.shape, np.float32)
+    for g, n in enumerate(cs.length):  # as a store sees it: each turn against the one before it in the history
+        first[g, :n] = first_in_session(sess_code[rows_gn[g, :n]])
+    cols["first_in_session"] = first
     cols.update({name: T[text_ids[rr], j] for j, name in enumerate(TEXT_CUES)})
     cols.update({name: cs.factors[..., j] for name, j in _PAPER_COLUMNS.items()})
     V = np.stack([cols[name] for name in CUE_NAMES], axis=-1).astype(np.float32)
@@ -316,7 +329,6 @@ def _turn_cues(turns: pd.DataFrame, sess_code: np.ndarray) -> dict:
     return {
         "is_user": (turns["role"].to_numpy() == "user").astype(np.float32),
         "opens_session": (turns["speaker"].to_numpy() == opener).astype(np.float32),
-        "first_in_session": (turn_idx == 0).astype(np.float32),
         "position_in_session": np.where(n_sess > 1, turn_idx / np.maximum(n_sess - 1, 1), 0.0).astype(np.float32),
     }
 
@@ -343,46 +355,69 @@ def _history_cues(ds, rows_gn: np.ndarray, length: np.ndarray, E_text: np.ndarra
     return out
 
 
-def store_cues(texts, roles, factors) -> np.ndarray:
-    """Return the :data:`STORE_CUES` of items with these texts, roles and (n, 7) paper factors, shape (n, 11).
+def store_cues(texts, roles, first, factors) -> np.ndarray:
+    """Return the :data:`STORE_CUES` of items with these texts, roles, session openings and (n, 7) factors: (n, 12).
 
     The same definitions as :func:`compute_cues`: ``is_user`` from the role, the text cues
-    from :func:`text_cues`, and the paper's goal, self and emotion factors from ``factors``
-    (columns of :data:`memlib.FACTORS`).
+    from :func:`text_cues`, ``first_in_session`` as given (1 for an item that opened its
+    session, :func:`first_in_session`), and the paper's goal, self and emotion factors from
+    ``factors`` (columns of :data:`memlib.FACTORS`).
 
     >>> F = np.zeros((1, 7)); F[0, 1], F[0, 3] = 0.9, 0.6
-    >>> store_cues(["My sister Ana visits on Friday."], ["user"], F).round(2).tolist()
-    [[1.0, 0.0, 0.0, 1.0, 0.0, 0.69, 1.1, 1.95, 0.9, 0.6, 0.0]]
+    >>> store_cues(["My sister Ana visits on Friday."], ["user"], [True], F).round(2).tolist()
+    [[1.0, 0.0, 0.0, 1.0, 0.0, 0.69, 1.1, 1.95, 1.0, 0.9, 0.6, 0.0]]
     """
     factors = np.asarray(factors, dtype=np.float64).reshape(-1, len(FACTORS))
     n = len(factors)
-    if len(texts) != n or len(roles) != n:
+    if len(texts) != n or len(roles) != n or len(first) != n:
         raise ParameterError(
-            f"store_cues needs one text and one role per factor row ({n}), got {len(texts)}, {len(roles)}"
+            f"store_cues needs one text, one role and one session opening per factor row ({n}), "
+            f"got {len(texts)}, {len(roles)}, {len(first)}"
         )
-    return join_store_cues(text_role_cues(texts, roles), factors)
+    return join_store_cues(item_cues(texts, roles, first), factors)
 
 
-def join_store_cues(role_text_cues, factors) -> np.ndarray:
-    """Join ``is_user`` and the text cues (:func:`text_role_cues`) with the paper factors the store cues read.
+def join_store_cues(item_cue_rows, factors) -> np.ndarray:
+    """Join the cues a store holds per item (:func:`item_cues`) with the paper factors the store cues read.
 
     The one assembly of :data:`STORE_CUES` from what a store holds per item: rows of
-    ``(n, 8)`` and ``(n, 7)`` give ``(n, 11)``; a single item's ``(8,)`` and ``(7,)`` give ``(11,)``.
+    ``(n, 9)`` and ``(n, 7)`` give ``(n, 12)``; a single item's ``(9,)`` and ``(7,)`` give ``(12,)``.
 
-    >>> join_store_cues(np.arange(8.0), np.arange(7.0) / 10).tolist()[-3:]
-    [0.1, 0.3, 0.0]
+    >>> join_store_cues(np.arange(9.0), np.arange(7.0) / 10).tolist()[-4:]
+    [8.0, 0.1, 0.3, 0.0]
     """
-    role_text_cues, factors = np.asarray(role_text_cues, dtype=np.float64), np.asarray(factors, dtype=np.float64)
-    return np.concatenate([role_text_cues, factors[..., STORE_FACTOR_COLUMNS]], axis=-1)
+    item_cue_rows, factors = np.asarray(item_cue_rows, dtype=np.float64), np.asarray(factors, dtype=np.float64)
+    return np.concatenate([item_cue_rows, factors[..., STORE_FACTOR_COLUMNS]], axis=-1)
 
 
-def text_role_cues(texts, roles) -> np.ndarray:
-    """``is_user`` and the text cues of each item, shape (n, 8): the first 8 of :data:`STORE_CUES`.
+def item_cues(texts, roles, first) -> np.ndarray:
+    """``is_user``, the text cues and ``first_in_session`` of each item, shape (n, 9): :data:`ITEM_CUES`.
 
-    The part of the store cues the factors do not hold (:func:`store_cues` adds the rest).
+    The part of the store cues the factors do not hold (:func:`store_cues` adds the rest);
+    ``first`` says, per item, whether it opened its session (:func:`first_in_session`).
     """
     user = np.array([r == "user" for r in roles], dtype=np.float64).reshape(-1, 1)
-    return np.hstack([user, text_cues(texts).astype(np.float64).reshape(len(user), len(TEXT_CUES))])
+    first = np.asarray(first, dtype=np.float64).reshape(-1, 1)
+    if len(first) != len(user):
+        raise ParameterError(f"item_cues needs one session opening per item ({len(user)}), got {len(first)}")
+    return np.hstack([user, text_cues(texts).astype(np.float64).reshape(len(user), len(TEXT_CUES)), first])
+
+
+def first_in_session(sessions, previous=None) -> np.ndarray:
+    """1.0 for each turn that opens its session: its session differs from the turn's before it.
+
+    ``sessions`` are the sessions of consecutive turns (labels or codes); ``previous`` is the
+    session of the turn before the first (None: the first turn opens one). What a store sees
+    when a turn arrives (:meth:`memlib.store.MemoryStore.add` passes its current session), and
+    what :func:`compute_cues` reads of a history.
+
+    >>> first_in_session(["mon", "mon", "tue", "tue"]).tolist()
+    [1.0, 0.0, 1.0, 0.0]
+    >>> first_in_session(["mon", "tue"], previous="mon").tolist()
+    [0.0, 1.0]
+    """
+    s = list(sessions)
+    return np.array([s[i] != (s[i - 1] if i else previous) for i in range(len(s))], dtype=np.float64)
 
 
 def cue_table(seconds: dict | None = None, n_turns: int = 0) -> pd.DataFrame:
@@ -404,7 +439,9 @@ __all__ = [
     "CueTable",
     "compute_cues",
     "cue_table",
+    "first_in_session",
     "first_person_words",
+    "item_cues",
     "join_store_cues",
     "novelty",
     "redundancy",

@@ -189,7 +189,7 @@ def fit_cue_value(parts, interactions: bool = False, l2: float = 1e-3, info: dic
     Parameters
     ----------
     parts : list of (X, length, target)
-        One entry per dataset: store cues ``X`` of shape (G, N, 11) (:data:`memlib.cues.STORE_CUES`,
+        One entry per dataset: store cues ``X`` of shape (G, N, 12) (:data:`memlib.cues.STORE_CUES`,
         padding rows ignored), real turns per history, and the retention mass of each turn
         (:func:`retention_mass`). Each dataset's mass is scaled to sum to 1, so a corpus of 477
         histories and one of 10 count alike.
@@ -205,17 +205,19 @@ def fit_cue_value(parts, interactions: bool = False, l2: float = 1e-3, info: dic
         percentiles, so again each dataset counts alike).
 
     >>> rng = np.random.default_rng(0)
-    >>> X = rng.random((30, 20, 11))
+    >>> X = rng.random((30, 20, 12))
     >>> target = (X[..., 7] > 0.8).astype(float)   # the longer turns carry the evidence
     >>> cv = fit_cue_value([(X, np.full(30, 20), target)])
     >>> cv.feature_names[int(np.argmax(cv.weights))]
     'length'
     """
+    from memlib.cues import STORE_CUES
     from memlib.value import CueValue
 
     if not parts:
         raise ParameterError("fit_cue_value needs at least one dataset")
-    probe = CueValue(np.zeros(11 + (10 if interactions else 0)), interactions)
+    n = len(STORE_CUES)
+    probe = CueValue(np.zeros(n + (n - 1 if interactions else 0)), interactions)
     feats, lengths, targets = [], [], []
     N = max(int(np.asarray(X).shape[1]) for X, _, _ in parts)
     for j, (X, length, target) in enumerate(parts):

@@ -279,6 +279,16 @@ def encoding_tier(v_bar) -> np.ndarray:
 # --------------------------------------------------------------------------- a value over cues
 
 
+def _with_zero_weights(weights, old_cues, cues, interactions, source: str) -> list:
+    """Return ``weights`` over ``old_cues`` (and their user products) as weights over ``cues``, 0 for a new cue."""
+    old = tuple(old_cues) + (_interaction_names(old_cues) if interactions is True else ())
+    new = tuple(cues) + (_interaction_names(cues) if interactions is True else ())
+    if not isinstance(weights, list) or len(weights) != len(old):
+        raise ParameterError(f"{source}: a cue value needs {len(old)} weights ({', '.join(old)})")
+    given = dict(zip(old, weights))
+    return [given.get(name, 0.0) for name in new]
+
+
 def _interaction_names(cues) -> tuple:
     return tuple(f"user*{c}" for c in cues if c != "is_user")
 
@@ -349,7 +359,7 @@ class CueValue(Value):
             a.setflags(write=False)
 
     def features(self, x) -> np.ndarray:
-        """Return the features of store cues ``x`` (n, 11): the cues, then (``interactions``) each times ``is_user``."""
+        """Return the features of store cues ``x`` (n, 12): the cues, then (``interactions``) each times ``is_user``."""
         X = np.asarray(_inputs(x, self.reads), dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != len(self.cues):
             raise ParameterError(f"store cues must have shape (n, {len(self.cues)}), got {X.shape}")
@@ -392,10 +402,15 @@ class CueValue(Value):
 
         if not isinstance(d, dict) or d.get("kind") != "cue_value":
             raise ParameterError(f"{source}: not a cue value (expected a dict with kind 'cue_value')")
-        if not isinstance(d.get("cues"), list) or tuple(d["cues"]) != STORE_CUES:
-            raise ParameterError(f"{source}: its cues {d.get('cues')} are not this memlib's {list(STORE_CUES)}")
+        cues = d.get("cues")
+        older = tuple(c for c in STORE_CUES if c != "first_in_session")  # a value learned before the store read it
+        if not isinstance(cues, list) or tuple(cues) not in (STORE_CUES, older):
+            raise ParameterError(f"{source}: its cues {cues} are not this memlib's {list(STORE_CUES)}")
         try:
-            return cls(d["weights"], d.get("interactions", False), d.get("quantiles"), d.get("info"))
+            weights, interactions = d["weights"], d.get("interactions", False)
+            if tuple(cues) == older:  # it gives first_in_session (and its product with is_user) no weight
+                weights = _with_zero_weights(weights, older, STORE_CUES, interactions, source)
+            return cls(weights, interactions, d.get("quantiles"), d.get("info"))
         except KeyError as exc:
             raise ParameterError(f"{source}: missing {exc}") from None
         except (ParameterError, TypeError, ValueError) as exc:

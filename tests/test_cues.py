@@ -71,6 +71,17 @@ def test_cue_values_point_at_their_turns(lme):
         np.testing.assert_allclose(t.values[g, :n, col["goal"]], ann.cases.factors[g, :n, 1])
         assert t.values[g, 0, col["novelty"]] == 1.0  # nothing earlier to resemble
         assert np.all(t.values[g, n:] == 0)  # padding
+    # a store given the same turns in order holds the same item cues (what it keeps beside its factors)
+    from memlib.store import MemoryStore
+
+    item = [col[c] for c in C.ITEM_CUES]
+    for g in range(ann.cases.n_haystacks):
+        n = int(ann.cases.length[g])
+        st = MemoryStore(merge_threshold=None)
+        for j, r in enumerate(ann.turn_rows[g, :n]):
+            turn = lme.turns.iloc[r]
+            st.add(turn["text"], turn["role"], time=float(j), session=str(turn["session"]), embedding=np.eye(384)[j])
+        np.testing.assert_array_equal(st.cues[:, : len(C.ITEM_CUES)], t.values[g, :n][:, item])
     # the half-marathon turn: a first-person statement with a number, not a question
     i = lme.turns.index[lme.turns["text"].str.contains("half marathon")][0]
     g, pos = np.argwhere(ann.turn_rows == i)[0]

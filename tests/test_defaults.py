@@ -25,7 +25,7 @@ def one_history(time, session, factors):
     return Corpus(
         "h",
         cases,
-        np.zeros((1, n, 11)),
+        np.zeros((1, n, 12)),
         np.asarray(session)[None],
         np.arange(n)[None],
         E,
@@ -92,20 +92,20 @@ def test_an_unknown_rule_is_refused():
 
 
 def test_a_cue_value_round_trips_and_refuses_bad_input():
-    cv = CueValue(np.arange(11.0), quantiles=np.linspace(0, 1, 101), info={"fit": "test"})
+    cv = CueValue(np.arange(12.0), quantiles=np.linspace(0, 1, 101), info={"fit": "test"})
     assert CueValue.from_dict(json.loads(json.dumps(cv.to_dict()))) == cv
-    with pytest.raises(ParameterError, match="needs 11 finite weights"):
+    with pytest.raises(ParameterError, match="needs 12 finite weights"):
         CueValue(np.ones(10))
     with pytest.raises(ParameterError, match="non-decreasing"):
-        CueValue(np.ones(11), quantiles=np.linspace(1, 0, 101))
+        CueValue(np.ones(12), quantiles=np.linspace(1, 0, 101))
     with pytest.raises(ParameterError, match="x.json: its cues"):
         CueValue.from_dict({**cv.to_dict(), "cues": ["a"]}, source="x.json")
 
 
 def test_fit_cue_value_weighs_each_dataset_the_same():
     rng = np.random.default_rng(0)
-    big = rng.random((200, 10, 11))
-    small = rng.random((4, 10, 11))
+    big = rng.random((200, 10, 12))
+    small = rng.random((4, 10, 12))
     # the big dataset keeps its long turns, the small one its dated turns
     parts = [(big, np.full(200, 10), (big[..., 7] > 0.8) * 1.0), (small, np.full(4, 10), (small[..., 5] > 0.8) * 1.0)]
     cv = fit_cue_value(parts)
@@ -170,7 +170,7 @@ def test_a_beta_asks_for_eq3_and_a_store_saved_with_the_old_policy_forgets_as_be
 @pytest.mark.parametrize(
     "change, message",
     [
-        ({"weights": "abc"}, "value: a cue value needs 11 finite weights"),
+        ({"weights": "abc"}, "value: a cue value needs 12 finite weights"),
         ({"cues": None}, "value: its cues"),
         ({"info": "x"}, "value: info must be a dict"),
         ({"quantiles": {}}, "value: quantiles must be 101"),
@@ -180,7 +180,7 @@ def test_a_beta_asks_for_eq3_and_a_store_saved_with_the_old_policy_forgets_as_be
 def test_a_tampered_value_in_a_store_file_names_the_file(tmp_path, change, message):
     from memlib.store import StoreError
 
-    cv = CueValue(np.zeros(11), quantiles=np.linspace(0, 1, 101))
+    cv = CueValue(np.zeros(12), quantiles=np.linspace(0, 1, 101))
     st = MemoryStore(value=cv)
     st.add("hello there", time=0.0, embedding=np.eye(384)[0])
     db = st.persist(tmp_path / "s.db")
@@ -208,7 +208,7 @@ def test_a_defaults_file_with_a_bad_policy_names_the_file_and_the_key(tmp_path):
 
 
 def test_normalise_maps_a_flat_stretch_to_its_middle_and_the_default_is_read_only():
-    cv = CueValue(np.zeros(11), quantiles=np.r_[np.zeros(51), np.full(50, 1e6)])
+    cv = CueValue(np.zeros(12), quantiles=np.r_[np.zeros(51), np.full(50, 1e6)])
     assert cv.normalise([0.0])[0] == pytest.approx(0.25) and cv.normalise([1e6])[0] == pytest.approx(0.755)
     with pytest.raises(ValueError):
         load_defaults()["value"].weights[0] = 1.0

@@ -24,7 +24,7 @@ def planted(back: int, n_sessions: int = 12, per: int = 4, gold_back: int | None
     session = np.repeat(np.arange(n_sessions), per)
     gold = [(n_sessions - (gold_back or back)) * per + 2]
     cases = CaseSet.from_haystacks([rng.random((n, 7))], [session.astype(float)], [0], [gold])
-    cues = np.zeros((1, n, 11))
+    cues = np.zeros((1, n, 12))
     cues[0, ::2, 0] = 1.0  # turns 0, 2, ... are the user's: the first turn of each session among them
     return Corpus("p", cases, cues, session[None], np.arange(n)[None], E, np.zeros(n), E[:1], np.zeros(1), texts)
 

@@ -205,7 +205,7 @@ def test_a_batch_history_normalises_its_values_once_and_every_taken_view_reads_t
     for value in (load_defaults()["value"], LinearValue(rng.uniform(0, 1, 7))):
         view = StoreView.of_history(
             value, time=np.arange(n, dtype=float), embeddings=np.eye(384)[:n], factors=rng.random((n, 7)),
-            cues=rng.random((n, 11)), valence=np.zeros(n),
+            cues=rng.random((n, 12)), valence=np.zeros(n),
         )  # fmt: skip
         part = view.take(np.sort(rng.choice(n, 17, replace=False)), now=float(n))
         np.testing.assert_array_equal(part.normalised_values(), value.normalise(part.values()))
@@ -226,7 +226,7 @@ def random_view(rng, n, value=None) -> StoreView:
         time=np.sort(rng.integers(0, 9, n)).astype(float),
         embeddings=np.eye(384)[rng.integers(0, 5, n)],
         factors=rng.random((n, 7)).round(1),
-        cues=rng.random((n, 11)),
+        cues=rng.random((n, 12)),
         valence=np.zeros(n),
     )
 

@@ -238,5 +238,5 @@ def test_cue_value_score_is_the_old_matrix_product_bit_for_bit():
     cv = CueValue(rng.normal(size=len(STORE_CUES)))
     X = rng.normal(size=(500, len(STORE_CUES)))
     np.testing.assert_array_equal(cv.score(X), X @ cv.weights)
-    with pytest.raises(ParameterError, match=r"store cues must have shape \(n, 11\), got \(3, 7\)"):
+    with pytest.raises(ParameterError, match=r"store cues must have shape \(n, 12\), got \(3, 7\)"):
         cv.score(np.zeros((3, 7)))

@@ -9,8 +9,9 @@ items with the highest forget score until the budget holds (by default the lowes
 goes first; ``make_policy("paper")`` is eq. 3). :meth:`~MemoryStore.retrieve` ranks the
 retained items for a query and counts the retrieval.
 
-The default value (:data:`memlib.cues.STORE_CUES`, learned) reads the role, the text cues
-and the goal, self and emotion factors. Task utility (``add(task_utility=...)``), value
+The default value (:data:`memlib.cues.STORE_CUES`, learned) reads the role, the text cues,
+whether the turn opened its session (a new ``session`` label) and the goal, self and emotion
+factors. Task utility (``add(task_utility=...)``), value
 alignment (``value_profile=``) and the usage count (retrievals, merges) enter the paper's
 value ``V = f @ w`` (``MemoryStore(weights=...)``), and the usage count also eq. 3's
 ``1 / (1 + r)``; the default store records them but its value and rule do not read them.

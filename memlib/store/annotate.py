@@ -40,7 +40,7 @@ import numpy as np
 
 from memlib._checks import ParameterError
 from memlib._text import bounded
-from memlib.cues import text_role_cues
+from memlib.cues import first_in_session, item_cues
 from memlib.factors import emotion_and_valence, reliability
 from memlib.online import OnlineState, SessionGoal
 from memlib.store.backend import Change
@@ -146,6 +146,7 @@ def annotate_turn(data, turn: Turn, t: float, value_profile, merge_threshold) ->
         task_utility=[turn.task_utility],
     )
     state, next_id = step.state, data.scalars["next_id"]
+    first = first_in_session([turn.session], previous=data.scalars["current_session"])  # a new label opens a session
     new_sums = {"user": state.user, "session": state.session_user, "session_all": state.session_all, "speakers": {}}
     if turn.role == "user":  # (only the speaker that moves)
         new_sums["speakers"][turn.speaker] = state.speakers[turn.speaker]
@@ -159,7 +160,8 @@ def annotate_turn(data, turn: Turn, t: float, value_profile, merge_threshold) ->
             "tokens": count_tokens(turn.text),
             "embeddings": e.astype(np.float32),
             "factors": step.factors[0],
-            "static_cues": text_role_cues([turn.text], [turn.role])[0],
+            "first_in_session": bool(first[0]),
+            "static_cues": item_cues([turn.text], [turn.role], first)[0],
         },
         goal_fix=None if step.goal_fix is None else session_goal(data, step.goal_fix),
         scalars={

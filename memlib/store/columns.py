@@ -34,12 +34,12 @@ import pandas as pd
 
 from memlib import FACTORS
 from memlib._checks import ParameterError
-from memlib.cues import TEXT_CUES, text_role_cues
+from memlib.cues import ITEM_CUES, item_cues
 from memlib.store.state import ITEM_ARRAYS, ITEM_LISTS, short_repr
 
-#: Per-item arrays held in memory only, recomputed from the stored texts and roles on load:
-#: ``is_user`` and the text cues, the part of :data:`memlib.cues.STORE_CUES` the factors do not hold.
-DERIVED = {"static_cues": (np.float64, (1 + len(TEXT_CUES),))}  # memlib.cues.text_role_cues
+#: Per-item arrays held in memory only, recomputed from the stored texts, roles and ``first_in_session`` on load:
+#: the part of :data:`memlib.cues.STORE_CUES` the factors do not hold (:data:`memlib.cues.ITEM_CUES`).
+DERIVED = {"static_cues": (np.float64, (len(ITEM_CUES),))}  # memlib.cues.item_cues
 #: The prefix of a policy's per-item state column (``state:level`` for MemoryBank's level).
 STATE = "state:"
 _FACTOR = {f: j for j, f in enumerate(FACTORS)}
@@ -264,7 +264,7 @@ class Columns:
     def replace(self, items: dict) -> None:
         """Replace every item by those of a checked state's ``items`` (a declared state they lack: its value)."""
         arrays = {k: np.array(items[k], dtype=dtype) for k, (dtype, _) in ITEM_ARRAYS.items()}
-        arrays["static_cues"] = np.array(text_role_cues(items["texts"], items["roles"]), dtype=np.float64)
+        arrays["static_cues"] = item_cues(items["texts"], items["roles"], arrays["first_in_session"])
         n = len(arrays["ids"])
         for name, v in items.get("state", {}).items():
             arrays[STATE + name] = np.array(v, dtype=np.float64)

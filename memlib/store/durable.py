@@ -42,10 +42,20 @@ import numpy as np
 from memlib import FACTORS
 from memlib._safewrite import file_in_the_way
 from memlib.store.columns import STATE
-from memlib.store.state import DIM, LEGACY_STATE, StoreError, fail, saved_state, short_repr, state_field
+from memlib.store.state import (
+    DIM,
+    LEGACY_STATE,
+    StoreError,
+    fail,
+    fill_first_in_session,
+    saved_state,
+    short_repr,
+    state_field,
+)
 from memlib.store.tables import (
     APPLICATION_ID,
     CORE_SCALARS,
+    FIRST_COLUMN,
     FORGOTTEN_COLUMNS,
     INSERT_FORGOTTEN,
     INSERT_MERGE,
@@ -119,6 +129,7 @@ class StoreFile:
             fail(self.path, f"cannot create the store file ({exc.strerror})")
         self.con = None
         self._states = None  # the state_<name> columns of the items table (see states())
+        self._has_first = False  # whether the items table has first_in_session (see has_first_column())
         with self.errors():
             # any thread may use the connection, one at a time: under the store's lock (module docstring)
             self.con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
@@ -182,6 +193,7 @@ class StoreFile:
     def rollback(self) -> None:
         """Roll back the transaction, if one is open (an SQLite error in doing so is ignored)."""
         self._states = None  # a rolled-back transaction may have added a state column
+        self._has_first = False  # or the first_in_session column
         if self.con is not None and self.con.in_transaction:
             with contextlib.suppress(sqlite3.Error):
                 self.con.execute("ROLLBACK")
@@ -293,7 +305,8 @@ class StoreFile:
     def _read_items(self) -> dict:
         """Read the items table as the per-item arrays and lists of a state (column by column: fast for 100k items)."""
         extra = [state_field(k) for k in self.states(refresh=True)]
-        numeric = ("id", *SCALAR_COLUMNS, "IFNULL(expires, 9e999)", "pinned", "tokens", *FACTORS, *extra)
+        first = ("first_in_session",) if self.has_first_column() else ()
+        numeric = ("id", *SCALAR_COLUMNS, "IFNULL(expires, 9e999)", "pinned", "tokens", *FACTORS, *first, *extra)
         rows = self.con.execute(f"SELECT {', '.join(numeric)} FROM items ORDER BY id").fetchall()
         n = len(rows)
         try:
@@ -308,10 +321,13 @@ class StoreFile:
         items.update(expires=a[:, c], pinned=a[:, c + 1] != 0, tokens=a[:, c + 2].astype(np.int64))
         items["factors"] = np.ascontiguousarray(a[:, c + 3 : c + 3 + len(FACTORS)])
         items["state"] = {LEGACY_STATE: a[:, c - 1]}
-        items["state"].update({k: a[:, c + 3 + len(FACTORS) + j] for j, k in enumerate(self.states())})
+        c += 3 + len(FACTORS)
+        items["first_in_session"] = a[:, c] != 0 if first else None  # None: read from the sessions (older files)
+        items["state"].update({k: a[:, c + len(first) + j] for j, k in enumerate(self.states())})
         texts = self.con.execute("SELECT text, role, speaker, session FROM items ORDER BY id").fetchall()
         for k, column in zip(("texts", "roles", "speakers", "sessions"), zip(*texts) if n else [()] * 4):
             items[k] = list(column)
+        fill_first_in_session(items)
         vectors = self.con.execute(
             "SELECT items.id, embedding FROM items LEFT JOIN vectors ON vectors.id = items.id ORDER BY items.id"
         ).fetchall()
@@ -379,8 +395,28 @@ class StoreFile:
                 self.con.execute(f"ALTER TABLE items ADD COLUMN {column}")
                 self._states = [*self._states, name]
 
+    def has_first_column(self) -> bool:
+        """Whether the items table has the ``first_in_session`` column (a file written before it was kept has not).
+
+        Asked again until it is true (another connection may add it; no one drops it).
+        """
+        if not self._has_first:
+            self._has_first = any(r[1] == "first_in_session" for r in self.con.execute("PRAGMA table_info(items)"))
+        return self._has_first
+
     def insert_items(self, items: dict, positions) -> None:
-        """Insert the items at ``positions`` of the per-item arrays ``items`` (state layout)."""
+        """Insert the items at ``positions`` of the per-item arrays ``items`` (state layout).
+
+        A file written before stores kept ``first_in_session`` gets the column first, its items
+        the values the store read for them (:func:`~memlib.store.state.fill_first_in_session`).
+        """
+        if not self.has_first_column():
+            self.con.execute(f"ALTER TABLE items ADD COLUMN {FIRST_COLUMN}")
+            ids = [r[0] for r in self.con.execute("SELECT id FROM items ORDER BY id")]
+            sessions = [r[0] for r in self.con.execute("SELECT session FROM items ORDER BY id")]
+            first = fill_first_in_session({"sessions": sessions})["first_in_session"]
+            rows = [(int(f), i) for f, i in zip(first, ids)]
+            self.con.executemany("UPDATE items SET first_in_session = ? WHERE id = ?", rows)
         extra = self.states()
         columns = (*ITEM_COLUMNS, *map(state_field, extra))
         insert = f"INSERT INTO items ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"

@@ -352,7 +352,7 @@ class MemoryStore(ValueSettings, Persistence, Batches):
     @property
     @locked
     def cues(self) -> np.ndarray:
-        """(n, 11) store cues of the retained items (:data:`memlib.cues.STORE_CUES`), what a cue value reads."""
+        """(n, 12) store cues of the retained items (:data:`memlib.cues.STORE_CUES`), what a cue value reads."""
         cols = self._backend.cols
         return join_store_cues(cols.view("static_cues"), cols.view("factors"))
 

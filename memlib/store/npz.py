@@ -31,7 +31,7 @@ import numpy as np
 
 from memlib._safewrite import remove_leftovers, write_file
 from memlib._text import clean_text
-from memlib.store.state import DIM, LEGACY_STATE, check_state, fail, saved_state, state_field
+from memlib.store.state import DIM, LEGACY_STATE, check_state, fail, fill_first_in_session, saved_state, state_field
 
 FORMAT = "memlib.MemoryStore"
 #: How a zip file (an ``.npz``) starts: a local file header, or the end record of an empty archive.
@@ -90,7 +90,7 @@ def write_npz(path, state: dict, forgotten: list, merges: list) -> None:
         "speaker_sums": speaker_sums,
         **{k: items[k] for k in ("ids", "time", "valence", "retrievals", "last_access")},
         **{state_field(k): v for k, v in policy_state.items()},
-        **{k: items[k] for k in ("expires", "pinned", "tokens", "embeddings", "factors")},
+        **{k: items[k] for k in ("expires", "pinned", "tokens", "embeddings", "factors", "first_in_session")},
     }
     write_private(path, lambda f: np.savez(f, **arrays))
 
@@ -114,6 +114,8 @@ def read_npz(path, merge_threshold_default: float | None) -> tuple[dict, list, l
     items["state"] = {LEGACY_STATE: arrays[LEGACY_STATE]}
     items["state"].update({k[len("state_") :]: v for k, v in arrays.items() if k.startswith("state_")})
     items.update(embeddings=arrays["embeddings"], factors=arrays["factors"])
+    items["first_in_session"] = arrays.get("first_in_session")  # absent in older files: read from the sessions
+    fill_first_in_session(items)
     if version == 1:
         items["ids"] = header.get("ids")
         items["expires"] = np.full(max(n, 0), np.inf)

@@ -177,7 +177,7 @@ class AdaptivePolicy(ValuePolicy):
     >>> from memlib.value import LinearValue
     >>> F = np.zeros((2, 7)); F[:, 0] = [0.9, 0.5]
     >>> view = StoreView.of_history(LinearValue(np.eye(7)[0]), time=[0.0, 29.0], embeddings=np.eye(384)[:2],
-    ...     factors=F, cues=np.zeros((2, 11)), valence=np.zeros(2))
+    ...     factors=F, cues=np.zeros((2, 12)), valence=np.zeros(2))
     >>> AdaptivePolicy(value_scale=2.0, z=2.0).forget_scores(view, now=30.0).round(2).tolist()  # no references
     [-1.8, -1.0]
     >>> view.need = Need()
@@ -261,7 +261,7 @@ class AdaptivePolicy(ValuePolicy):
         >>> from memlib.store.view import StoreView
         >>> from memlib.value import LinearValue
         >>> view = StoreView.of_history(LinearValue(np.eye(7)[0]), time=[0.0], embeddings=np.eye(384)[:1],
-        ...     factors=np.zeros((1, 7)), cues=np.zeros((1, 11)), valence=np.zeros(1))
+        ...     factors=np.zeros((1, 7)), cues=np.zeros((1, 12)), valence=np.zeros(1))
         >>> AdaptivePolicy(value_scale=1.0, z=2.0).explain_terms(view, 0)
         {'need_exponent': 0.0, 'sessions_ago': 1, 'need_term': 0.0}
         """

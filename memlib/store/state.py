@@ -38,6 +38,7 @@ import numpy as np
 
 from memlib import FACTORS
 from memlib._checks import ParameterError
+from memlib.cues import first_in_session
 from memlib.references import Need
 
 #: Dimension of the embeddings a store holds.
@@ -54,6 +55,7 @@ ITEM_ARRAYS = {
     "tokens": (np.int64, ()),
     "embeddings": (np.float32, (DIM,)),
     "factors": (np.float64, (len(FACTORS),)),
+    "first_in_session": (np.bool_, ()),  # the item opened its session when it arrived (memlib.cues.first_in_session)
 }
 #: Per-item lists of strings of the state.
 ITEM_LISTS = ("texts", "roles", "speakers", "sessions")
@@ -234,6 +236,21 @@ def check_item_lists(path, items: dict, n: int) -> None:
             fail(path, f"{k} must list one string per item ({n} items), got {got}")
     if any(r not in ("user", "assistant") for r in items["roles"]):
         fail(path, "roles must be 'user' or 'assistant'")
+
+
+def fill_first_in_session(items: dict) -> dict:
+    """Give the items of a file written before stores kept ``first_in_session`` that field, read from their sessions.
+
+    Such a file does not say which turn opened each session; the first *held* item of each
+    run of equal sessions (in id order) is taken to have opened it, which is exact unless
+    the opening turn was forgotten. A file that has the field is left as it is.
+
+    >>> fill_first_in_session({"sessions": ["mon", "mon", "tue"]})["first_in_session"].tolist()
+    [True, False, True]
+    """
+    if items.get("first_in_session") is None and isinstance(items.get("sessions"), list):
+        items["first_in_session"] = first_in_session(items["sessions"]).astype(bool)
+    return items
 
 
 def check_item_arrays(path, items: dict) -> int:

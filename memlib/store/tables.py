@@ -41,7 +41,9 @@ CORE_SCALARS = ("time", "valence", "retrievals", "last_access")
 SCALAR_COLUMNS = (*CORE_SCALARS, LEGACY_STATE)
 #: Columns of the ``items`` table, in order.
 ITEM_COLUMNS = ("id", "text", "role", "speaker", "session", *SCALAR_COLUMNS, "expires", "pinned", "tokens")
-ITEM_COLUMNS += FACTORS
+ITEM_COLUMNS += (*FACTORS, "first_in_session")
+#: The column a file written before stores kept ``first_in_session`` lacks; it is added at its first write.
+FIRST_COLUMN = "first_in_session INTEGER NOT NULL DEFAULT 0"
 #: The keys every ``meta`` table holds.
 META_KEYS = ("format", "version", "policy", "policy_config", "factor_set", "weights", "value_profile")
 META_KEYS += ("merge_threshold", "current_session", "session_has_user", "next_id", "now")
@@ -53,7 +55,8 @@ CREATE TABLE items (
     id INTEGER PRIMARY KEY, text TEXT NOT NULL, role TEXT NOT NULL, speaker TEXT NOT NULL, session TEXT NOT NULL,
     {", ".join(f"{c} REAL NOT NULL" for c in SCALAR_COLUMNS)},
     expires REAL, pinned INTEGER NOT NULL, tokens INTEGER NOT NULL,
-    {", ".join(f"{f} REAL NOT NULL" for f in FACTORS)}
+    {", ".join(f"{f} REAL NOT NULL" for f in FACTORS)},
+    {FIRST_COLUMN}
 );
 CREATE TABLE vectors (id INTEGER PRIMARY KEY, embedding BLOB NOT NULL);
 CREATE TABLE dropped_vectors (id INTEGER PRIMARY KEY);
@@ -109,6 +112,7 @@ def item_row(items: dict, i: int, extra) -> tuple:
         int(bool(items["pinned"][i])),
         int(items["tokens"][i]),
         *map(float, f),
+        int(bool(items["first_in_session"][i])),
         *(float(state[k][i]) if k in state else 0.0 for k in extra),
     )
 
@@ -120,6 +124,6 @@ def sql_values(key: str, values) -> list:
     """
     if key == "expires":
         return [None if math.isinf(x) else float(x) for x in values]
-    if key == "pinned":
+    if key in ("pinned", "first_in_session"):
         return [int(bool(x)) for x in values]
     return [float(x) for x in values]

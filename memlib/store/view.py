@@ -104,14 +104,14 @@ class StoreView:
 
         The arrays are those a store holds per item (one row per turn, in time order):
         ``time`` in days, unit ``embeddings`` (n, 384), ``factors`` (n, 7), the store
-        ``cues`` (n, 11) of :data:`memlib.cues.STORE_CUES` and each turn's VADER
+        ``cues`` (n, 12) of :data:`memlib.cues.STORE_CUES` and each turn's VADER
         ``valence``; no turn expires, is pinned or retrieved unless told. Taking subsets
         of it (:meth:`take`) is what a replay does (:func:`memlib.store.replay.held_after`).
 
         >>> import numpy as np
         >>> from memlib.value import LinearValue
         >>> v = StoreView.of_history(LinearValue(np.ones(7)), time=np.arange(3.0), embeddings=np.eye(384)[:3],
-        ...     factors=np.eye(7)[:3] / 2, cues=np.zeros((3, 11)), valence=np.zeros(3))
+        ...     factors=np.eye(7)[:3] / 2, cues=np.zeros((3, 12)), valence=np.zeros(3))
         >>> v.values().tolist(), v.take([2, 0], now=5.0).time.tolist()
         ([0.5, 0.5, 0.5], [2.0, 0.0])
         """
@@ -183,7 +183,7 @@ class StoreView:
 
     @property
     def cues(self) -> np.ndarray:
-        """(n, 11) store cues of :data:`memlib.cues.STORE_CUES`: what a cue value reads."""
+        """(n, 12) store cues of :data:`memlib.cues.STORE_CUES`: what a cue value reads."""
         if "cues" in getattr(self._source, "data", {}):
             return self._read("cues")
         return join_store_cues(self._read("static_cues"), self._read("factors"))

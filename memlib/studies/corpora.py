@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from memlib._checks import check_int
+from memlib._checks import ParameterError, check_int
 from memlib.answers import answer_turns
 from memlib.cases import CaseSet
 from memlib.cues import STORE_CUES
@@ -43,7 +43,7 @@ class Corpus:
     name : str
     cases : CaseSet
         The blind annotation (the paper's factors) of every history, and the questions' gold.
-    cues : ndarray, shape (G, N, 11)
+    cues : ndarray, shape (G, N, 12)
         The store cues of :data:`memlib.cues.STORE_CUES` of each turn.
     session : ndarray, shape (G, N)
         Session codes (a session is a run of equal codes).
@@ -164,6 +164,18 @@ class Corpus:
             pos = np.flatnonzero(user[g, : int(self.cases.length[g])])
             text_id[g, pos] = text_id[g, rng.permutation(pos)]
         return dataclasses.replace(self, text_id=text_id)
+
+    def without_cue(self, name: str) -> Corpus:
+        """Return the corpus with the store cue ``name`` set to 0 on every turn (what a value learned without it reads).
+
+        A cue that is 0 everywhere gets no weight from :func:`memlib.learning.fit_cue_value` (its ridge
+        penalty), so a value learned on such corpora is the value learned without the cue.
+        """
+        if name not in STORE_CUES:
+            raise ParameterError(f"unknown store cue {name!r}; choose one of {', '.join(STORE_CUES)}")
+        cues = self.cues.copy()
+        cues[..., STORE_CUES.index(name)] = 0.0
+        return dataclasses.replace(self, cues=cues)
 
     def view(self, g: int, value) -> StoreView:
         """Return the store's view of history ``g`` with every turn held, scored by ``value``."""

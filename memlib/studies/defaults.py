@@ -65,7 +65,7 @@ from memlib.studies.corpora import (
     retention_per_case,
 )
 from memlib.studies.data_spec import EACH, DataSpec
-from memlib.studies.safety import FORGET_KEYS, SAFETY, prior_gains, safe_configurations
+from memlib.studies.safety import FORGET_KEYS, SAFETY, gain_intervals, prior_gains, safe_configurations
 from memlib.value import LinearValue
 
 #: Corpora the defaults are measured on, each left out in turn (person-person and user-assistant chat).
@@ -111,8 +111,10 @@ def mix_policy(value_weight: float, mood_weight: float) -> ValuePolicy:
 # --------------------------------------------------------------------------- values and replays
 
 
-def learn_values(train: list[Corpus], keep_fraction: float, seed: int = 0, quick: bool = False) -> dict:
-    """Every value model learned on the corpora of ``train`` together: ``{model: Value}``.
+def learn_values(
+    train: list[Corpus], keep_fraction: float, seed: int = 0, quick: bool = False, models=VALUE_MODELS
+) -> dict:
+    """Return the value ``models`` (default: all) learned on the corpora of ``train`` together: ``{model: Value}``.
 
     Each corpus weighs the same, whatever its size: the cue values pool the corpora's retention
     masses (:func:`memlib.learning.fit_cue_value`); the paper's weights are learned by Algorithm 1
@@ -121,7 +123,10 @@ def learn_values(train: list[Corpus], keep_fraction: float, seed: int = 0, quick
     out = {}
     parts = [(h.cues, h.cases.length, retention_mass(h.cases)) for h in train]
     for model, inter in (("cues", False), ("cues_user", True)):
-        out[model] = fit_cue_value(parts, interactions=inter)
+        if model in models:
+            out[model] = fit_cue_value(parts, interactions=inter)
+    if "paper_factors" not in models:
+        return out
     objectives = [RetentionEvaluator(h.cases, keep_fraction).objective for h in train]
     live = np.any([h.cases.live_factors for h in train], axis=0)
     res = hill_climb(lambda w: float(np.mean([f(w) for f in objectives])), live, seed=seed, **learner_settings(quick))
@@ -333,6 +338,10 @@ def _headline_rows(h, values, src, forget, chosen, keep_fraction) -> list[pd.Dat
 #: The headline's rows on what the adaptive store adds (:func:`best_adaptive`, whether or not it is the one
 #: shipped): its retention, its prior, the placebo, the value learned in domain, and the paired gains over the prior.
 ADAPTATION = ("adaptive store", "prior only", "placebo", "in domain", "gain over prior", "placebo gain over prior")
+#: The store cue whose worth the headline measures apart (it was added to the store cues after looking at held-out
+#: corpora, :data:`memlib.cues.STORE_CUES`): the adaptive store with its value learned without it, and the paired gain.
+ABLATED_CUE = "first_in_session"
+ABLATION = (f"without {ABLATED_CUE}", f"gain from {ABLATED_CUE}")
 
 
 def best_adaptive(forget: pd.DataFrame, gains: pd.DataFrame) -> dict:
@@ -361,14 +370,16 @@ def best_adaptive(forget: pd.DataFrame, gains: pd.DataFrame) -> dict:
     }
 
 
-def _adaptation_rows(h, values, values_in_domain, forget, adaptive, keep_fraction, seed) -> list[pd.DataFrame]:
+def _adaptation_rows(h, values, values_in_domain, forget, adaptive, keep_fraction, seed, ablated=None) -> list:
     """Corpus ``h`` held out, the configuration ``adaptive`` beside its prior, a placebo and the in-domain value.
 
     ``adaptive store`` is ``adaptive`` (:func:`best_adaptive`); ``prior only`` drops the lowest value first
     with the same value (what the adaptive store does until its user's references say otherwise);
     ``placebo`` replays ``adaptive`` on the corpus with its user turns shuffled in time
     (:meth:`~.corpora.Corpus.shuffled_references`); ``in domain`` replays it with the value learned
-    on ``h`` itself (a reference, not a held-out figure). The two gains are paired differences, case by case.
+    on ``h`` itself (a reference, not a held-out figure); the :data:`ABLATION` rows replay it with
+    ``ablated``, its value learned on the same corpora without :data:`ABLATED_CUE` (a cue value only).
+    The gains are paired differences, case by case.
     """
     cols = ["dataset", "config", "metric", "value", "group"]
     held_out = forget[(forget["split"] == "held_out") & (forget["dataset"] == h.name)]
@@ -387,18 +398,10 @@ def _adaptation_rows(h, values, values_in_domain, forget, adaptive, keep_fractio
         parts["in domain"] = retention_per_case(h.cases, kept(h, own, policy, keep_fraction))
     parts["gain over prior"] = mine["value"].to_numpy() - prior
     parts["placebo gain over prior"] = placebo - prior
+    if ablated is not None:
+        without = retention_per_case(h.cases, kept(h.without_cue(ABLATED_CUE), ablated, policy, keep_fraction))
+        parts.update(dict(zip(ABLATION, (without, mine["value"].to_numpy() - without))))
     return [_frame(h, "forgetting", {}, "retention", v).assign(config=k)[cols] for k, v in parts.items()]
-
-
-def _gain_intervals(headline: pd.DataFrame, gains: pd.DataFrame, adaptive: dict) -> pd.DataFrame:
-    """Return the headline with its ``gain over prior`` intervals from ``gains``: the ones the safety rule read."""
-    mine = gains[(gains["split"] == "held_out") & (gains[FORGET_KEYS] == pd.Series(adaptive)).all(axis=1)]
-    at = mine.set_index("dataset")
-    rows = (headline["config"] == "gain over prior").to_numpy()
-    out = headline.copy()
-    for col in ("ci_low", "ci_high"):
-        out.loc[rows, col] = out.loc[rows, "dataset"].map(at[col]).to_numpy()
-    return out
 
 
 def defaults_study_on(
@@ -432,12 +435,17 @@ def defaults_study_on(
     chosen, retr = _choices(forget, gains, plan, by_name, values, keep_fraction)
     head = []
     adaptive = best_adaptive(forget, gains)
+    model = adaptive["value_model"]
     for src, t in plan["held_out"]:
         head += _headline_rows(by_name[t], values[src], src, forget, chosen, keep_fraction)
         own = values.get((t,))
-        head += _adaptation_rows(by_name[t], values[src], own, forget, adaptive, keep_fraction, seed)
+        ablated = None
+        if model != "paper_factors":
+            train = [by_name[n].without_cue(ABLATED_CUE) for n in src]
+            ablated = learn_values(train, keep_fraction, seed, quick, models=(model,))[model]
+        head += _adaptation_rows(by_name[t], values[src], own, forget, adaptive, keep_fraction, seed, ablated)
     headline = grouped_summary(pd.concat(head, ignore_index=True), ["dataset", "metric", "config"], 1000, seed)
-    headline = _gain_intervals(headline, gains, adaptive)
+    headline = gain_intervals(headline, gains, adaptive)
     fkeys = ["part", "dataset", "trained_on", "split", *FORGET_KEYS, "metric"]
     rkeys = ["part", "choice", "dataset", "trained_on", "split", *FORGET_KEYS, *MIX_KEYS, "metric"]
     summaries = [grouped_summary(forget, fkeys, 1000, seed), gains.assign(part="safety")]
@@ -474,6 +482,8 @@ def defaults_study(
 
 
 __all__ = [
+    "ABLATED_CUE",
+    "ABLATION",
     "BETAS",
     "DATASETS",
     "DefaultsResult",

@@ -113,4 +113,18 @@ def safe_configurations(scores: pd.DataFrame, gains: pd.DataFrame, margin: float
     return scores[[k not in unsafe for k in scores[FORGET_KEYS].itertuples(index=False, name=None)]]
 
 
-__all__ = ["FORGET_KEYS", "GAIN", "ON", "SAFETY", "prior_gains", "safe_configurations"]
+def gain_intervals(headline: pd.DataFrame, gains: pd.DataFrame, adaptive: dict) -> pd.DataFrame:
+    """Return the headline with its ``gain over prior`` intervals from ``gains``: the ones the safety rule read.
+
+    ``adaptive`` is the configuration (:data:`FORGET_KEYS`) the headline's adaptive rows describe.
+    """
+    mine = gains[(gains["split"] == "held_out") & (gains[FORGET_KEYS] == pd.Series(adaptive)).all(axis=1)]
+    at = mine.set_index("dataset")
+    rows = (headline["config"] == "gain over prior").to_numpy()
+    out = headline.copy()
+    for col in ("ci_low", "ci_high"):
+        out.loc[rows, col] = out.loc[rows, "dataset"].map(at[col]).to_numpy()
+    return out
+
+
+__all__ = ["FORGET_KEYS", "GAIN", "ON", "SAFETY", "gain_intervals", "prior_gains", "safe_configurations"]
