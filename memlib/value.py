@@ -279,13 +279,22 @@ def encoding_tier(v_bar) -> np.ndarray:
 # --------------------------------------------------------------------------- a value over cues
 
 
-def _with_zero_weights(weights, old_cues, cues, interactions, source: str) -> list:
-    """Return ``weights`` over ``old_cues`` (and their user products) as weights over ``cues``, 0 for a new cue."""
-    old = tuple(old_cues) + (_interaction_names(old_cues) if interactions is True else ())
-    new = tuple(cues) + (_interaction_names(cues) if interactions is True else ())
-    if not isinstance(weights, list) or len(weights) != len(old):
-        raise ParameterError(f"{source}: a cue value needs {len(old)} weights ({', '.join(old)})")
-    given = dict(zip(old, weights))
+def _with_zero_weights(weights, old_cues, cues, interactions):
+    """Return ``weights`` over ``old_cues`` (and their user products) as weights over ``cues``, 0 for a new cue.
+
+    Weights that are not one number per old feature are returned as they are, for :class:`CueValue` to refuse.
+    """
+    if not isinstance(interactions, (bool, np.bool_)):
+        return weights
+    old = tuple(old_cues) + (_interaction_names(old_cues) if interactions else ())
+    new = tuple(cues) + (_interaction_names(cues) if interactions else ())
+    try:
+        w = np.array(weights, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        return weights
+    if w.shape != (len(old),):
+        raise ParameterError(f"a cue value over {len(old_cues)} cues needs {len(old)} weights, got shape {w.shape}")
+    given = dict(zip(old, w))
     return [given.get(name, 0.0) for name in new]
 
 
@@ -409,7 +418,7 @@ class CueValue(Value):
         try:
             weights, interactions = d["weights"], d.get("interactions", False)
             if tuple(cues) == older:  # it gives first_in_session (and its product with is_user) no weight
-                weights = _with_zero_weights(weights, older, STORE_CUES, interactions, source)
+                weights = _with_zero_weights(weights, older, STORE_CUES, interactions)
             return cls(weights, interactions, d.get("quantiles"), d.get("info"))
         except KeyError as exc:
             raise ParameterError(f"{source}: missing {exc}") from None

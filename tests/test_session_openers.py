@@ -82,21 +82,67 @@ def test_an_older_npz_without_the_field_reads_it_from_the_held_items_sessions(tm
     np.testing.assert_array_equal(np.delete(back.cues, FIRST, 1), np.delete(st.cues, FIRST, 1))
 
 
-def test_an_older_sqlite_file_reads_the_field_and_gets_the_column_at_its_first_write(tmp_path):
-    path = tmp_path / "s.db"
-    store_of(["mon", "mon", "tue"]).persist(path).close()
+def version_1_file(path, sessions, forget=None):
+    """A store file as memlib wrote it before stores kept first_in_session (schema version 1)."""
+    store_of(sessions, forget).persist(path).close()
     con = sqlite3.connect(path)
     con.execute("ALTER TABLE items DROP COLUMN first_in_session")
+    con.execute("PRAGMA user_version = 1")
+    con.execute("UPDATE meta SET value = '1' WHERE key = 'version'")
     con.commit()
     con.close()
+
+
+def file_column(path):
+    con = sqlite3.connect(path)
+    try:
+        return con.execute("PRAGMA user_version").fetchone()[0], [
+            r[0] for r in con.execute("SELECT first_in_session FROM items ORDER BY id")
+        ]
+    finally:
+        con.close()
+
+
+def test_a_version_1_sqlite_file_reads_the_field_and_gets_the_column_at_its_first_write(tmp_path):
+    path = tmp_path / "s.db"
+    version_1_file(path, ["mon", "mon", "tue"])
     back = MemoryStore.open(path)
     assert back.cues[:, FIRST].tolist() == [1, 0, 1]
     back.add("later", time=5.0, session="tue", embedding=unit(5))
     back.close()
-    con = sqlite3.connect(path)
-    assert con.execute("SELECT first_in_session FROM items ORDER BY id").fetchall() == [(1,), (0,), (1,), (0,)]
-    con.close()
+    assert file_column(path) == (2, [1, 0, 1, 0])
     assert MemoryStore.open(path).cues[:, FIRST].tolist() == [1, 0, 1, 0]
+
+
+def test_a_version_1_file_and_its_store_agree_when_its_first_write_forgets(tmp_path):
+    """The column is written from what the store read, before the write drops anything."""
+    path = tmp_path / "s.db"
+    version_1_file(path, ["mon", "mon", "tue", "tue"])
+    con = sqlite3.connect(path)
+    con.execute("UPDATE items SET expires = 3.5 WHERE id = 0")  # Monday's opener expires
+    con.commit()
+    con.close()
+    st = MemoryStore.open(path)
+    st.consolidate(budget=10, now=4.0)
+    st.add("more", time=5.0, session="tue", embedding=unit(7))
+    assert st.ids == [1, 2, 3, 4] and st.cues[:, FIRST].tolist() == [0, 1, 0, 0]
+    st.close()
+    assert file_column(path) == (2, [0, 1, 0, 0])
+    assert MemoryStore.open(path).cues[:, FIRST].tolist() == [0, 1, 0, 0]
+
+
+def test_a_store_pickled_before_it_kept_the_field_reads_it_from_its_sessions(tmp_path):
+    st = store_of(["mon", "mon", "tue"])
+    state = st.__getstate__()
+    cols = state["_backend"].cols
+    cols.data.pop("first_in_session")
+    cols.data["static_cues"] = cols.data["static_cues"][:, :-1]  # is_user and the text cues, as they were
+    back = MemoryStore.__new__(MemoryStore)
+    back.__setstate__(state)
+    assert back.cues[:, FIRST].tolist() == [1, 0, 1]
+    back.add("wed", time=9.0, session="wed", embedding=unit(9))
+    back.save(tmp_path / "s.npz")
+    assert MemoryStore.load(tmp_path / "s.npz").cues[:, FIRST].tolist() == [1, 0, 1, 1]
 
 
 def test_a_cue_value_learned_before_the_cue_gives_it_no_weight():
@@ -113,5 +159,11 @@ def test_a_cue_value_learned_before_the_cue_gives_it_no_weight():
         old = np.delete(X, FIRST, 1)  # what the value scored before: its own cues, and their user products
         old = np.hstack([old, old[:, :1] * old[:, 1:]]) if interactions else old
         np.testing.assert_allclose(cv.score(X), old @ w)
-    with pytest.raises(ParameterError, match=r"x.json: a cue value needs 11 weights"):
+    as_array = CueValue.from_dict({"kind": "cue_value", "cues": older, "weights": np.ones(11)})
+    assert as_array.weights.tolist() == [1.0] * 8 + [0.0] + [1.0] * 3
+    with pytest.raises(ParameterError, match=r"^x.json: a cue value over 11 cues needs 11 weights, got shape \(1,\)$"):
         CueValue.from_dict({"kind": "cue_value", "cues": older, "weights": [1.0]}, source="x.json")
+    with pytest.raises(ParameterError, match=r"^x.json: interactions must be true or false"):
+        CueValue.from_dict({"kind": "cue_value", "cues": older, "weights": [1.0] * 21, "interactions": "yes"}, "x.json")
+    with pytest.raises(ParameterError, match=r"^x.json: a cue value needs 12 finite weights"):
+        CueValue.from_dict({"kind": "cue_value", "cues": older, "weights": "abc"}, source="x.json")

@@ -397,7 +397,7 @@ def test_files_that_are_not_stores_are_refused_with_the_file_named(tmp_path):
         ("UPDATE vectors SET embedding = x'00'", "an item embedding is not 384 float32 numbers"),
         ("DELETE FROM vectors", "the vectors table has no embedding for item 0"),
         ("DELETE FROM sums WHERE name = 'user'", "missing sums user"),
-        ("PRAGMA user_version = 99", "store schema version 99 is not 1"),
+        ("PRAGMA user_version = 99", "store schema version 99 is not one of 1, 2"),
     ],
 )
 def test_a_tampered_file_store_fails_with_one_error_naming_the_file(tmp_path, sql, message):

@@ -1,8 +1,8 @@
 """The per-item columns of a store, and the times they hold.
 
 :class:`Columns` keeps every per-item field of a store: the arrays of
-:data:`~memlib.store.state.ITEM_ARRAYS` and the text cues derived from the text and
-role (:data:`DERIVED`), the four lists of strings (:data:`~memlib.store.state.ITEM_LISTS`),
+:data:`~memlib.store.state.ITEM_ARRAYS` and the item cues derived from the text, role
+and ``first_in_session`` (:data:`DERIVED`), the four lists of strings (:data:`~memlib.store.state.ITEM_LISTS`),
 and the per-item state a policy declares (:attr:`memlib.store.protocol.Policy.item_state`),
 kept under ``state:<name>``. Arrays grow in amortised O(1); dropping items makes new
 arrays, so the old ones can be kept to undo it.
@@ -35,7 +35,7 @@ import pandas as pd
 from memlib import FACTORS
 from memlib._checks import ParameterError
 from memlib.cues import ITEM_CUES, item_cues
-from memlib.store.state import ITEM_ARRAYS, ITEM_LISTS, short_repr
+from memlib.store.state import ITEM_ARRAYS, ITEM_LISTS, fill_first_in_session, short_repr
 
 #: Per-item arrays held in memory only, recomputed from the stored texts, roles and ``first_in_session`` on load:
 #: the part of :data:`memlib.cues.STORE_CUES` the factors do not hold (:data:`memlib.cues.ITEM_CUES`).
@@ -176,6 +176,21 @@ class Columns:
         self.strings: dict[str, list[str]] = {k: [] for k in ITEM_LISTS}
         #: Value a new item starts with, per state column (0.0 for a state no declared policy names).
         self.defaults: dict[str, float] = {}
+
+    def upgrade(self) -> None:
+        """Give columns made before stores kept ``first_in_session`` (an older pickle) that field and its cue.
+
+        Read from the held items' sessions, as a file of that age is read
+        (:func:`~memlib.store.state.fill_first_in_session`).
+        """
+        if "first_in_session" in self.data:
+            return
+        first = fill_first_in_session({"sessions": self.strings["sessions"][: self.n]})["first_in_session"]
+        cap = len(self.data["ids"])
+        self.data["first_in_session"] = np.zeros(cap, bool)
+        self.data["first_in_session"][: self.n] = first
+        self.data["static_cues"] = np.zeros((cap, len(ITEM_CUES)))
+        self.data["static_cues"][: self.n] = item_cues(self.strings["texts"], self.strings["roles"], first)
 
     def view(self, name: str) -> np.ndarray:
         """Return the column ``name`` of the retained items (a view)."""

@@ -62,6 +62,7 @@ from memlib.store.tables import (
     ITEM_COLUMNS,
     MERGE_COLUMNS,
     META_KEYS,
+    READ_VERSIONS,
     SCALAR_COLUMNS,
     SCHEMA,
     SCHEMA_VERSION,
@@ -272,8 +273,8 @@ class StoreFile:
         """Read the state in the file (inside the caller's transaction), unchecked: see :func:`check_state`."""
         with self.errors():
             version = self.con.execute("PRAGMA user_version").fetchone()[0]
-            if version != SCHEMA_VERSION:
-                fail(self.path, f"store schema version {version} is not {SCHEMA_VERSION}")
+            if version not in READ_VERSIONS:
+                fail(self.path, f"store schema version {version} is not one of {', '.join(map(str, READ_VERSIONS))}")
             meta = {}
             for key, value in self.con.execute("SELECT key, value FROM meta"):
                 try:
@@ -395,6 +396,21 @@ class StoreFile:
                 self.con.execute(f"ALTER TABLE items ADD COLUMN {column}")
                 self._states = [*self._states, name]
 
+    def add_first_column(self, ids, first) -> None:
+        """Give a version 1 file the ``first_in_session`` column (inside a write transaction), and version 2.
+
+        ``first`` holds, for the items ``ids`` (every item of the file), the values the store
+        read for them (:func:`~memlib.store.state.fill_first_in_session`), so that file and memory agree.
+        """
+        if self.has_first_column():
+            return
+        self.con.execute(f"ALTER TABLE items ADD COLUMN {FIRST_COLUMN}")
+        rows = [(int(bool(f)), int(i)) for i, f in zip(ids, first)]
+        self.con.executemany("UPDATE items SET first_in_session = ? WHERE id = ?", rows)
+        self.con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        self.put_meta({"version": SCHEMA_VERSION})
+        self._has_first = True
+
     def has_first_column(self) -> bool:
         """Whether the items table has the ``first_in_session`` column (a file written before it was kept has not).
 
@@ -405,18 +421,7 @@ class StoreFile:
         return self._has_first
 
     def insert_items(self, items: dict, positions) -> None:
-        """Insert the items at ``positions`` of the per-item arrays ``items`` (state layout).
-
-        A file written before stores kept ``first_in_session`` gets the column first, its items
-        the values the store read for them (:func:`~memlib.store.state.fill_first_in_session`).
-        """
-        if not self.has_first_column():
-            self.con.execute(f"ALTER TABLE items ADD COLUMN {FIRST_COLUMN}")
-            ids = [r[0] for r in self.con.execute("SELECT id FROM items ORDER BY id")]
-            sessions = [r[0] for r in self.con.execute("SELECT session FROM items ORDER BY id")]
-            first = fill_first_in_session({"sessions": sessions})["first_in_session"]
-            rows = [(int(f), i) for f, i in zip(first, ids)]
-            self.con.executemany("UPDATE items SET first_in_session = ? WHERE id = ?", rows)
+        """Insert the items at ``positions`` of the per-item arrays ``items`` (state layout)."""
         extra = self.states()
         columns = (*ITEM_COLUMNS, *map(state_field, extra))
         insert = f"INSERT INTO items ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"

@@ -105,6 +105,7 @@ class FileBackend(MemoryBackend):
             with super().transaction():
                 with db.errors():
                     db.add_states(self.cols.state_defaults())  # a policy's new per-item state gets its column
+                    db.add_first_column(self.cols.view("ids"), self.cols.view("first_in_session"))  # a version 1 file
                     yield self
                 self.stale = True  # until the commit is known to have landed
                 db.commit()
@@ -220,6 +221,7 @@ class Persistence:
             state["_value"] = StoreLinearValue(w) if model is None else model
         self.__dict__.update(state)
         self._lock = threading.RLock()
+        self._backend.cols.upgrade()  # a pickle from before stores kept first_in_session
 
     # ------------------------------------------------------------------ the state (memlib.store.state)
     def _settings(self) -> dict:

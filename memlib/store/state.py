@@ -278,6 +278,8 @@ def check_item_arrays(path, items: dict) -> int:
     fields += [(k, items, k, *ITEM_ARRAYS[k]) for k in core[core.index("last_access") + 1 :]]
     for field, where, k, dtype, shape in fields:
         v = where.get(k)
+        if v is None and k == "first_in_session":  # an older file's is read from its sessions (fill_first_in_session)
+            fail(path, f"the item sessions must be a list of {n} strings, got {short_repr(items.get('sessions'))}")
         if v is None:
             fail(path, f"the item field {field} is missing")
         try:

@@ -33,8 +33,12 @@ from memlib.store.state import LEGACY_STATE
 
 #: ``PRAGMA application_id`` of a store file ("meml").
 APPLICATION_ID = 0x6D656D6C
-#: ``PRAGMA user_version``: the layout of the tables below.
-SCHEMA_VERSION = 1
+#: ``PRAGMA user_version``: the layout of the tables below. Version 1 files lack ``first_in_session``:
+#: they are read (:func:`~memlib.store.state.fill_first_in_session`) and get it, and version 2, at their first write;
+#: a memlib that knows only version 1 refuses version 2 rather than write 0 for the sessions its turns open.
+SCHEMA_VERSION = 2
+#: The schema versions a store file may have.
+READ_VERSIONS = (1, SCHEMA_VERSION)
 #: The per-item scalars of a state that the ``items`` table holds as they are.
 CORE_SCALARS = ("time", "valence", "retrievals", "last_access")
 #: Its scalar columns: those and the per-item policy state ``level``.
