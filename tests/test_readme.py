@@ -52,8 +52,9 @@ def test_the_scenario_keeps_what_a_person_would_keep_and_says_why(capsys):
     # it prints what goes with the reason, what stays and the first hit
     assert "forget 'lol ok': value" in out and "pulled down most by" in out
     assert f"first hit: {ALLERGY}" in out
-    # the README's account of what goes: "Noted, no peanuts." and "lol ok"
-    assert sorted(f["text"] for f in store.forgotten) == ["Noted, no peanuts.", "lol ok"]
+    # the README's account of what goes: "lol ok" and "Great, good luck to Lina!"
+    assert sorted(f["text"] for f in store.forgotten) == ["Great, good luck to Lina!", "lol ok"]
+    assert '"lol ok" and the assistant\'s "Great, good luck to Lina!"' in README
 
 
 def test_the_papers_rules_lose_the_allergy_as_the_readme_says():
