@@ -48,8 +48,8 @@ plug in through the one interface :class:`Policy`, and read the store through
 [1]
 >>> [item["text"] for item in store.items()]
 ['I am terribly allergic to peanuts!', 'My sister is Ana.']
->>> store.tiers().tolist()   # V-bar: each value's place among the values the default was learned on
-['semantic', 'semantic']
+>>> store.tiers().tolist()   # V-bar's place among the values learned on; the first turn opened its session
+['meta', 'shallow']
 >>> eq3 = MemoryStore(weights=[0, 0, 0, 0, 1, 0, 0], policy=ValuePolicy(beta=5.0))   # eq. 3, V = task utility
 >>> for day, utility in enumerate([1.0, 0.0]):
 ...     _ = eq3.add(f"turn {day}", time=float(day), embedding=vec(), task_utility=utility)
