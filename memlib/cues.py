@@ -50,6 +50,7 @@ import pandas as pd
 from memlib import FACTORS
 from memlib._checks import ParameterError
 from memlib.history_cues import first_person_words, novelty, redundancy, self_talk
+from memlib.online import session_starts
 from memlib.text_cues import TEXT_CUES, text_cues
 
 
@@ -417,7 +418,11 @@ def first_in_session(sessions, previous=None) -> np.ndarray:
     [0.0, 1.0]
     """
     s = list(sessions)
-    return np.array([s[i] != (s[i - 1] if i else previous) for i in range(len(s))], dtype=np.float64)
+    out = np.zeros(len(s))
+    if s:
+        out[session_starts(s)] = 1.0  # the online annotator's rule: a new label starts a session
+        out[0] = float(s[0] != previous)
+    return out
 
 
 def cue_table(seconds: dict | None = None, n_turns: int = 0) -> pd.DataFrame:

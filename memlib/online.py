@@ -190,7 +190,7 @@ class OnlineState:
         # ends; for the last one, its anchor so far, the turn included (provisional). The first session
         # continues the state's when the first turn is of the current session.
         sessions, zero = list(sessions), np.zeros(dim)
-        starts = [*_session_starts(sessions), n]
+        starts = [*session_starts(sessions), n]
         carry = sessions[0] == self.session
         fix = None if carry else self.session_goal()  # a first turn of a new session ends the state's
         for k, (a, b) in enumerate(zip(starts[:-1], starts[1:])):
@@ -223,10 +223,10 @@ def _running(seed: np.ndarray, X: np.ndarray, before: bool = False) -> np.ndarra
     return out if before else out[1:]
 
 
-def _session_starts(sessions: list) -> list:
+def session_starts(sessions: list) -> list:
     """Return the position of each turn that starts a session, the first turn's (0) included.
 
-    >>> _session_starts(["mon", "mon", "tue", "mon"])
+    >>> session_starts(["mon", "mon", "tue", "mon"])
     [0, 2, 3]
     """
     return [0, *(i for i in range(1, len(sessions)) if sessions[i] != sessions[i - 1])]
@@ -248,9 +248,9 @@ def annotate_history(E, roles, speakers, sessions=None, *, value_profile=None, *
     sessions = [0] * len(E) if sessions is None else list(sessions)
     step = OnlineState.start(E.shape[1]).step(E, roles, speakers, sessions, value_profile=value_profile, **given)
     if len(E):
-        last = _session_starts(sessions)[-1]  # the last session's turns: its end is the history's
+        last = session_starts(sessions)[-1]  # the last session's turns: its end is the history's
         step.factors[last:, GOAL] = step.state.session_goal()(E[last:])
     return step.factors
 
 
-__all__ = ["COLUMN", "GIVEN", "OnlineState", "SessionGoal", "Step", "annotate_history"]
+__all__ = ["COLUMN", "GIVEN", "OnlineState", "SessionGoal", "Step", "annotate_history", "session_starts"]

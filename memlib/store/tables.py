@@ -128,6 +128,6 @@ def sql_values(key: str, values) -> list:
     """
     if key == "expires":
         return [None if math.isinf(x) else float(x) for x in values]
-    if key in ("pinned", "first_in_session"):
+    if key == "pinned":
         return [int(bool(x)) for x in values]
     return [float(x) for x in values]
